@@ -1,0 +1,63 @@
+package retryhttp
+
+import (
+	"errors"
+	"strings"
+	"time"
+)
+
+// ErrRateLimited is the cause (Error.Err) when a request that carries a
+// Budget meets a rate limit it cannot wait out (R8): its last try was
+// Throttled, or the server asked for a wait longer than what was left. Test
+// for it with errors.Is and tell the user the service is busy; Error.RetryAfter
+// says how long the server asked them to wait.
+var ErrRateLimited = errors.New("retryhttp: rate limited")
+
+// Error is returned when the transport gives up without a response to hand
+// back: the last try failed with a transport error, the caller's context
+// ended during a wait, or a Budget-carrying request was rate limited. It
+// wraps its cause, so errors.Is(err, syscall.ECONNREFUSED),
+// errors.Is(err, context.Canceled) and errors.Is(err, ErrRateLimited) hold.
+type Error struct {
+	Tries      int           // tries sent
+	Waited     time.Duration // time spent waiting between tries
+	Status     int           // last response status; 0 when there was none
+	RetryAfter time.Duration // last wait the server asked for; 0 when none
+	Reason     Outcome       // why the transport stopped
+	Err        error         // the cause: last try's error, ErrRateLimited, or the context's error
+}
+
+// Error describes why the transport stopped, then its cause. It holds no
+// URL, header or body.
+func (e *Error) Error() string {
+	var b strings.Builder
+	b.WriteString("retryhttp: ")
+	b.WriteString(e.Reason.String())
+	b.WriteString(" after ")
+	b.WriteString(itoa(max(e.Tries, 0)))
+	if e.Tries == 1 {
+		b.WriteString(" try")
+	} else {
+		b.WriteString(" tries")
+	}
+	if e.Waited > 0 {
+		b.WriteString(", waited ")
+		b.WriteString(e.Waited.String())
+	}
+	if e.Status > 0 {
+		b.WriteString(", status ")
+		b.WriteString(itoa(e.Status))
+	}
+	if e.RetryAfter > 0 {
+		b.WriteString(", retry-after ")
+		b.WriteString(e.RetryAfter.String())
+	}
+	if e.Err != nil {
+		b.WriteString(": ")
+		b.WriteString(strings.TrimPrefix(e.Err.Error(), "retryhttp: "))
+	}
+	return b.String()
+}
+
+// Unwrap returns the cause.
+func (e *Error) Unwrap() error { return e.Err }

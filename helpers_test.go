@@ -1,0 +1,180 @@
+package retryhttp
+
+import (
+	"bytes"
+	"context"
+	"io"
+	"net/http"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/benbjohnson/clock"
+	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
+	"go.uber.org/zap/zaptest/observer"
+)
+
+// roundTripperFunc fakes a base transport for logic tests.
+type roundTripperFunc func(*http.Request) (*http.Response, error)
+
+func (f roundTripperFunc) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }
+
+// epoch is where every fake clock starts: a real-looking date, so that
+// HTTP-dates and context deadlines read naturally in failures.
+var epoch = time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)
+
+// fakeClock is a clock.Mock that reports each wait the transport starts on
+// waits, so a test can advance the clock by exactly that much (and record
+// it) without ever sleeping for real.
+type fakeClock struct {
+	*clock.Mock
+	waits chan time.Duration
+}
+
+func newFakeClock() *fakeClock {
+	m := clock.NewMock()
+	m.Set(epoch)
+	return &fakeClock{Mock: m, waits: make(chan time.Duration, 64)}
+}
+
+// Timer is the only way the transport waits between tries.
+func (c *fakeClock) Timer(d time.Duration) *clock.Timer {
+	t := c.Mock.Timer(d)
+	c.waits <- d
+	return t
+}
+
+type result struct {
+	resp  *http.Response
+	err   error
+	waits []time.Duration // every wait the transport started, in order
+}
+
+// drive runs tr.RoundTrip(req) and advances clk through each wait it starts,
+// until it returns. It fails the test if the call takes more than 10 s of
+// real time: nothing here should ever wait for real.
+func drive(t *testing.T, tr http.RoundTripper, clk *fakeClock, req *http.Request) result {
+	t.Helper()
+	return driveWith(t, tr, clk, req, nil)
+}
+
+// driveWith is drive with a hook called at each wait instead of advancing the
+// clock by the whole wait; the hook returns how far to advance.
+func driveWith(t *testing.T, tr http.RoundTripper, clk *fakeClock, req *http.Request, onWait func(d time.Duration) time.Duration) result {
+	t.Helper()
+	done := make(chan result, 1)
+	go func() {
+		resp, err := tr.RoundTrip(req)
+		done <- result{resp: resp, err: err}
+	}()
+	var waits []time.Duration
+	deadline := time.NewTimer(10 * time.Second)
+	defer deadline.Stop()
+	for {
+		select {
+		case d := <-clk.waits:
+			waits = append(waits, d)
+			advance := d
+			if onWait != nil {
+				advance = onWait(d)
+			}
+			if advance > 0 {
+				clk.Add(advance)
+			}
+		case r := <-done:
+			r.waits = waits
+			return r
+		case <-deadline.C:
+			t.Fatalf("RoundTrip did not return within 10 s of real time (waits so far %v)", waits)
+			return result{}
+		}
+	}
+}
+
+// respond returns a response as a base would: status, headers and a body.
+func respond(status int, body string, header ...string) *http.Response {
+	h := http.Header{}
+	for i := 0; i+1 < len(header); i += 2 {
+		h.Add(header[i], header[i+1])
+	}
+	return &http.Response{
+		StatusCode:    status,
+		Status:        http.StatusText(status),
+		Header:        h,
+		Body:          io.NopCloser(strings.NewReader(body)),
+		ContentLength: int64(len(body)),
+		Proto:         "HTTP/1.1", ProtoMajor: 1, ProtoMinor: 1,
+	}
+}
+
+// script is a fake base that plays back one step per try and records what
+// each try sent.
+type script struct {
+	mu    sync.Mutex
+	steps []func(*http.Request) (*http.Response, error)
+	sent  []sentTry
+}
+
+type sentTry struct {
+	req  *http.Request
+	body []byte
+	ctx  context.Context
+}
+
+func newScript(steps ...func(*http.Request) (*http.Response, error)) *script {
+	return &script{steps: steps}
+}
+
+func (s *script) RoundTrip(r *http.Request) (*http.Response, error) {
+	var body []byte
+	if r.Body != nil {
+		body, _ = io.ReadAll(r.Body)
+		r.Body.Close()
+	}
+	s.mu.Lock()
+	n := len(s.sent)
+	s.sent = append(s.sent, sentTry{req: r, body: body, ctx: r.Context()})
+	s.mu.Unlock()
+	if n >= len(s.steps) {
+		return respond(http.StatusOK, "extra"), nil
+	}
+	return s.steps[n](r)
+}
+
+func (s *script) tries() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.sent)
+}
+
+func status(code int, header ...string) func(*http.Request) (*http.Response, error) {
+	return func(*http.Request) (*http.Response, error) { return respond(code, http.StatusText(code), header...), nil }
+}
+
+func fail(err error) func(*http.Request) (*http.Response, error) {
+	return func(*http.Request) (*http.Response, error) { return nil, err }
+}
+
+// logSink returns a Warn-level logger and what it records.
+func logSink() (*zap.Logger, *observer.ObservedLogs) {
+	core, logs := observer.New(zapcore.DebugLevel)
+	return zap.New(core), logs
+}
+
+// noJitter is DefaultBackoff without jitter: waits are exact.
+var noJitter = Backoff{Base: 400 * time.Millisecond, Factor: 2, Max: 30 * time.Second}
+
+func newRequest(t *testing.T, ctx context.Context, method, url string, body []byte) *http.Request {
+	t.Helper()
+	var r io.Reader
+	if body != nil {
+		r = bytes.NewReader(body)
+	}
+	req, err := http.NewRequestWithContext(ctx, method, url, r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return req
+}

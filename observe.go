@@ -1,0 +1,205 @@
+package retryhttp
+
+import (
+	"context"
+	"net/http"
+	"net/url"
+	"strings"
+	"time"
+
+	"go.uber.org/zap"
+)
+
+// Outcome is what the transport did after a try.
+type Outcome uint8
+
+const (
+	Done          Outcome = iota // a Permanent try: returned as it is
+	Retrying                     // a wait, then another try
+	Exhausted                    // no retries left
+	OutOfTime                    // the wait does not fit the deadline or the Budget
+	NotReplayable                // the body cannot be sent again (no GetBody)
+	NoQuota                      // the Quota refused the retry
+	Canceled                     // the caller's context ended during a wait
+)
+
+var outcomeNames = [...]string{"done", "retrying", "exhausted", "out_of_time", "not_replayable", "no_quota", "canceled"}
+
+// String returns the name used in logs: "done", "retrying", "exhausted",
+// "out_of_time", "not_replayable", "no_quota" or "canceled".
+func (o Outcome) String() string {
+	if int(o) < len(outcomeNames) {
+		return outcomeNames[o]
+	}
+	return "outcome(" + itoa(int(o)) + ")"
+}
+
+// WaitSource says which side set a wait (R4).
+type WaitSource uint8
+
+const (
+	FromBackoff    WaitSource = iota // the transport's own Backoff
+	FromRetryAfter                   // the server's Retry-After, being the larger
+)
+
+// String returns "backoff" or "retry-after".
+func (w WaitSource) String() string {
+	switch w {
+	case FromBackoff:
+		return "backoff"
+	case FromRetryAfter:
+		return "retry-after"
+	}
+	return "wait_source(" + itoa(int(w)) + ")"
+}
+
+// Attempt describes one try, for an Observer.
+type Attempt struct {
+	Call     uint64        // the same for every try of one RoundTrip call
+	Try      int           // 1 for the first try
+	MaxTries int           // 1 + max retries
+	Method   string        // the request's method
+	URL      string        // scheme://host/path: never the query, never userinfo
+	Status   int           // 0 when Err is set
+	Err      error         // the try's error, with no query or userinfo in its text
+	Class    Class         // what the Classifier made of the try
+	Elapsed  time.Duration // this try, until headers or error, on the injected clock
+	Wait     time.Duration // wait before the next try; 0 unless Outcome is Retrying
+	From     WaitSource    // which side set Wait
+	Outcome  Outcome       // what the transport does next; never Canceled
+}
+
+// An Observer is told of every try, in order, synchronously, before any wait,
+// with the request's context: for metrics, or to show "retrying" in a UI
+// (R15). It runs on the request's goroutine, so it must not block; a
+// Transport shared by many goroutines calls it concurrently.
+type Observer func(ctx context.Context, a Attempt)
+
+const (
+	msgRetrying = "llm transient failure — retrying"
+	msgGivingUp = "llm transient failure — giving up"
+)
+
+// logRetry writes the Warn entry that makes every retry visible (R14).
+func logRetry(l *zap.Logger, r *http.Request, rawURL string, retry, maxRetries, status int, wait time.Duration, from WaitSource, err error) {
+	ce := l.Check(zap.WarnLevel, msgRetrying)
+	if ce == nil {
+		return
+	}
+	fields := []zap.Field{
+		zap.Int("attempt", retry),
+		zap.Int("max", maxRetries),
+		zap.Int("status", status),
+		zap.Int64("wait_ms", wait.Milliseconds()),
+		zap.String("wait_from", from.String()),
+		zap.String("method", r.Method),
+		zap.String("url", rawURL),
+	}
+	if err != nil {
+		fields = append(fields, zap.Error(err))
+	}
+	ce.Write(fields...)
+}
+
+// logGiveUp writes the one Warn entry of a call that stops after a Transient
+// or Throttled try (R14).
+func logGiveUp(l *zap.Logger, rawURL string, reason Outcome, tries int, waited time.Duration, status int, err error) {
+	ce := l.Check(zap.WarnLevel, msgGivingUp)
+	if ce == nil {
+		return
+	}
+	fields := []zap.Field{
+		zap.String("reason", reason.String()),
+		zap.Int("tries", tries),
+		zap.Int64("waited_ms", waited.Milliseconds()),
+		zap.Int("status", status),
+		zap.String("url", rawURL),
+	}
+	if err != nil {
+		fields = append(fields, zap.Error(err))
+	}
+	ce.Write(fields...)
+}
+
+// safeURL returns scheme://host/path of u: the query, the fragment and the
+// userinfo may hold secrets (an API key in ?key=, a password in user:pass@;
+// CVE-2024-6104 logged them) and are never written anywhere (R14).
+func safeURL(u *url.URL) string {
+	if u == nil {
+		return ""
+	}
+	return (&url.URL{Scheme: u.Scheme, Host: u.Host, Path: u.Path, RawPath: u.RawPath}).String()
+}
+
+// scrub returns err unchanged unless its text holds a secret of req (the
+// query, the userinfo, or the value of a credential header): then it returns
+// an error with that text redacted that still unwraps to err, so errors.Is
+// and errors.As keep working. Base transports rarely put such things in their
+// errors, but a wrapper that puts the URL in may, and the text reaches logs.
+func scrub(err error, req *http.Request) error {
+	if err == nil || req == nil {
+		return err
+	}
+	text := err.Error()
+	clean := text
+	for _, secret := range secretsOf(req) {
+		if len(secret) >= 3 { // shorter strings would redact innocent text
+			clean = strings.ReplaceAll(clean, secret, "[redacted]")
+		}
+	}
+	if clean == text {
+		return err
+	}
+	return &scrubbedError{msg: clean, err: err}
+}
+
+func secretsOf(req *http.Request) []string {
+	var s []string
+	if u := req.URL; u != nil {
+		if u.RawQuery != "" {
+			s = append(s, u.RawQuery)
+			if q, err := url.QueryUnescape(u.RawQuery); err == nil && q != u.RawQuery {
+				s = append(s, q)
+			}
+		}
+		if u.Fragment != "" {
+			s = append(s, u.Fragment)
+		}
+		if u.User != nil {
+			s = append(s, u.User.String(), u.User.Username())
+			if p, ok := u.User.Password(); ok {
+				s = append(s, p, url.QueryEscape(p))
+			}
+		}
+	}
+	for name, values := range req.Header {
+		if !isCredentialHeader(name) {
+			continue
+		}
+		for _, v := range values {
+			s = append(s, v)
+			if _, token, ok := strings.Cut(v, " "); ok { // "Bearer sk-...": the token alone too
+				s = append(s, strings.TrimSpace(token))
+			}
+		}
+	}
+	return s
+}
+
+func isCredentialHeader(name string) bool {
+	n := strings.ToLower(name)
+	for _, part := range []string{"auth", "key", "token", "cookie", "secret", "session", "signature"} {
+		if strings.Contains(n, part) {
+			return true
+		}
+	}
+	return false
+}
+
+type scrubbedError struct {
+	msg string
+	err error
+}
+
+func (e *scrubbedError) Error() string { return e.msg }
+func (e *scrubbedError) Unwrap() error { return e.err }
