@@ -31,12 +31,27 @@ var epoch = time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)
 type fakeClock struct {
 	*clock.Mock
 	waits chan time.Duration
+	spend chan spendReq
+}
+
+type spendReq struct {
+	d    time.Duration
+	done chan struct{}
 }
 
 func newFakeClock() *fakeClock {
 	m := clock.NewMock()
 	m.Set(epoch)
-	return &fakeClock{Mock: m, waits: make(chan time.Duration, 64)}
+	return &fakeClock{Mock: m, waits: make(chan time.Duration, 64), spend: make(chan spendReq)}
+}
+
+// Spend lets a fake base make a try take d on the clock. The driver does the
+// advancing, since clock.Mock must be advanced from one goroutine at a time;
+// Spend works only while drive or driveWith runs.
+func (c *fakeClock) Spend(d time.Duration) {
+	done := make(chan struct{})
+	c.spend <- spendReq{d: d, done: done}
+	<-done
 }
 
 // Timer is the only way the transport waits between tries.
@@ -83,6 +98,9 @@ func driveWith(t *testing.T, tr http.RoundTripper, clk *fakeClock, req *http.Req
 			if advance > 0 {
 				clk.Add(advance)
 			}
+		case s := <-clk.spend:
+			clk.Add(s.d)
+			close(s.done)
 		case r := <-done:
 			r.waits = waits
 			return r
@@ -150,7 +168,9 @@ func (s *script) tries() int {
 }
 
 func status(code int, header ...string) func(*http.Request) (*http.Response, error) {
-	return func(*http.Request) (*http.Response, error) { return respond(code, http.StatusText(code), header...), nil }
+	return func(*http.Request) (*http.Response, error) {
+		return respond(code, http.StatusText(code), header...), nil
+	}
 }
 
 func fail(err error) func(*http.Request) (*http.Response, error) {
