@@ -179,10 +179,14 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	for try := 1; ; try++ {
 		// Try.
 		var start time.Time
+		var elapsed time.Duration
 		if c.observe != nil {
 			start = c.clock.Now()
 		}
 		resp, err := t.send(ctx, send)
+		if c.observe != nil {
+			elapsed = c.clock.Since(start)
+		}
 		status := 0
 		if resp != nil {
 			status = resp.StatusCode
@@ -245,13 +249,8 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 		if outcome != Retrying {
 			wait = 0
 		}
-		if err != nil {
-			if redacted == "" {
-				redacted = safeURL(req.URL)
-			}
-			err = scrub(err, req)
-		}
-
+		// What the library writes about a try never holds a secret (R14).
+		safeErr := scrub(err, req)
 		if c.observe != nil {
 			if redacted == "" {
 				redacted = safeURL(req.URL)
@@ -259,26 +258,22 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 			c.observe(ctx, Attempt{
 				Call: call, Try: try, MaxTries: maxTries,
 				Method: req.Method, URL: redacted,
-				Status: status, Err: err, Class: class,
-				Elapsed: c.clock.Since(start),
-				Wait:    wait, From: from, Outcome: outcome,
+				Status: status, Err: safeErr, Class: class,
+				Elapsed: elapsed, Wait: wait, From: from, Outcome: outcome,
 			})
 		}
 
 		if outcome == Done {
-			if err == nil {
-				return resp, nil // R6: the body is the caller's now
+			if err == nil || try == 1 {
+				return resp, err // R6: the body is the caller's now; R9: a first Permanent error unchanged
 			}
-			if try == 1 {
-				return nil, err
-			}
-			return nil, &Error{Tries: try, Waited: waited, Status: lastStatus, RetryAfter: retryAfter, Reason: Done, Err: err}
+			return nil, &Error{Tries: try, Waited: waited, Status: lastStatus, RetryAfter: retryAfter, Reason: Done, Err: safeErr}
 		}
 		if redacted == "" {
 			redacted = safeURL(req.URL)
 		}
 		if outcome != Retrying {
-			logGiveUp(c.logger, redacted, outcome, try, waited, status, err)
+			logGiveUp(c.logger, redacted, outcome, try, waited, status, safeErr)
 			// R8: with a Budget, a rate limit that cannot be waited out fails fast.
 			if budget != nil && (class == Throttled || outcome == OutOfTime && hasAsk && ask >= left) {
 				if resp != nil {
@@ -287,13 +282,13 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 				return nil, &Error{Tries: try, Waited: waited, Status: lastStatus, RetryAfter: retryAfter, Reason: outcome, Err: ErrRateLimited}
 			}
 			if err != nil {
-				return nil, &Error{Tries: try, Waited: waited, Status: lastStatus, RetryAfter: retryAfter, Reason: outcome, Err: err}
+				return nil, &Error{Tries: try, Waited: waited, Status: lastStatus, RetryAfter: retryAfter, Reason: outcome, Err: safeErr}
 			}
 			return resp, nil // R9: the last response, untouched
 		}
 
 		// Wait.
-		logRetry(c.logger, req, redacted, try, c.maxRetries, status, wait, from, err)
+		logRetry(c.logger, req, redacted, try, c.maxRetries, status, wait, from, safeErr)
 		if resp != nil {
 			drainAndClose(resp) // R10: lets the connection be reused
 		}
