@@ -277,7 +277,7 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 			// R8: with a Budget, a rate limit that cannot be waited out fails fast.
 			if budget != nil && (class == Throttled || outcome == OutOfTime && hasAsk && ask >= left) {
 				if resp != nil {
-					drainAndClose(resp)
+					t.discard(resp)
 				}
 				return nil, &Error{Tries: try, Waited: waited, Status: lastStatus, RetryAfter: retryAfter, Reason: outcome, Err: ErrRateLimited}
 			}
@@ -290,7 +290,7 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 		// Wait.
 		logRetry(c.logger, req, redacted, try, c.maxRetries, status, wait, from, safeErr)
 		if resp != nil {
-			drainAndClose(resp) // R10: lets the connection be reused
+			t.discard(resp) // R10: lets the connection be reused
 		}
 		if unused, ok := t.sleep(ctx, wait); !ok {
 			if budget != nil {
@@ -342,7 +342,7 @@ func (t *Transport) send(ctx context.Context, r *http.Request) (*http.Response, 
 		cancel(nil)
 		return nil, err
 	}
-	resp.Body = cancelOnClose(resp.Body, func() { cancel(nil) })
+	resp.Body = cancelOnClose(resp.Body, cancel)
 	return resp, nil
 }
 
@@ -433,7 +433,14 @@ func rewind(req *http.Request) (body io.ReadCloser, ok bool) {
 // little enough that an endless body cannot stall the retry loop.
 const maxDrain = 64 << 10
 
-func drainAndClose(resp *http.Response) {
+// discard drains and closes a response the caller will not get. With a try
+// timeout the drain is bounded in time too: a server that sends headers and
+// then stalls the body has its try cancelled after the timeout.
+func (t *Transport) discard(resp *http.Response) {
+	if b, ok := resp.Body.(tryBody); ok && t.cfg.tryTimeout > 0 {
+		timer := t.cfg.clock.AfterFunc(t.cfg.tryTimeout, b.cancelTry)
+		defer timer.Stop()
+	}
 	if resp.ContentLength <= maxDrain { // -1 (unknown) included
 		_, _ = io.CopyN(io.Discard, resp.Body, maxDrain)
 	}
@@ -470,31 +477,38 @@ func withIdempotencyKey(req *http.Request) *http.Request {
 // cancelOnClose wraps a response body so that closing it also ends the try's
 // context (R13). A body that is also an io.Writer (101 Switching Protocols)
 // stays one.
-func cancelOnClose(body io.ReadCloser, cancel func()) io.ReadCloser {
+func cancelOnClose(body io.ReadCloser, cancel context.CancelCauseFunc) io.ReadCloser {
 	if rwc, ok := body.(io.ReadWriteCloser); ok {
 		return &cancelReadWriteCloser{ReadWriteCloser: rwc, cancel: cancel}
 	}
 	return &cancelReadCloser{ReadCloser: body, cancel: cancel}
 }
 
+// tryBody is a body whose try context can be cancelled early.
+type tryBody interface{ cancelTry() }
+
 type cancelReadCloser struct {
 	io.ReadCloser
-	cancel func()
+	cancel context.CancelCauseFunc
 }
+
+func (b *cancelReadCloser) cancelTry() { b.cancel(errTryTimedOut) }
 
 func (b *cancelReadCloser) Close() error {
 	err := b.ReadCloser.Close()
-	b.cancel()
+	b.cancel(nil)
 	return err
 }
 
 type cancelReadWriteCloser struct {
 	io.ReadWriteCloser
-	cancel func()
+	cancel context.CancelCauseFunc
 }
+
+func (b *cancelReadWriteCloser) cancelTry() { b.cancel(errTryTimedOut) }
 
 func (b *cancelReadWriteCloser) Close() error {
 	err := b.ReadWriteCloser.Close()
-	b.cancel()
+	b.cancel(nil)
 	return err
 }

@@ -699,3 +699,42 @@ func TestConcurrentUse(t *testing.T) {
 		t.Error(err)
 	}
 }
+
+// stalledBody sends nothing until its try's context ends, like a server that
+// sends error headers and then stalls.
+type stalledBody struct {
+	ctx    context.Context
+	clk    *fakeClock
+	closed atomic.Int32
+}
+
+func (b *stalledBody) Read([]byte) (int, error) {
+	b.clk.Spend(5 * time.Second) // time passes on the injected clock while nothing arrives
+	<-b.ctx.Done()
+	return 0, b.ctx.Err()
+}
+
+func (b *stalledBody) Close() error { b.closed.Add(1); return nil }
+
+// TestStalledErrorBodyDrainBoundedByTryTimeout: with a try timeout, draining
+// a failed response cannot hang on a body that never comes (R10, R13).
+func TestStalledErrorBodyDrainBoundedByTryTimeout(t *testing.T) {
+	clk := newFakeClock()
+	var stalled *stalledBody
+	base := newScript(func(r *http.Request) (*http.Response, error) {
+		stalled = &stalledBody{ctx: r.Context(), clk: clk}
+		return &http.Response{StatusCode: 503, Header: http.Header{}, Body: stalled, ContentLength: -1}, nil
+	}, status(200))
+	tr := New(base, WithClock(clk), WithTryTimeout(2*time.Second))
+	got := drive(t, tr, clk, newRequest(t, context.Background(), "GET", "https://api.example.com", nil))
+	if got.err != nil || got.resp.StatusCode != 200 {
+		t.Fatalf("RoundTrip = %v, %v; want the retry's 200", got.resp, got.err)
+	}
+	got.resp.Body.Close()
+	if stalled.closed.Load() != 1 {
+		t.Errorf("stalled body closed %d times, want 1", stalled.closed.Load())
+	}
+	if !errors.Is(context.Cause(stalled.ctx), errTryTimedOut) {
+		t.Errorf("stalled try's context ended with %v, want the try timeout", context.Cause(stalled.ctx))
+	}
+}
