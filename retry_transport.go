@@ -171,12 +171,11 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 		call = t.calls.Add(1)
 	}
 	var (
-		waited     time.Duration // charged, less what was given back
-		lastStatus int           // of the last response received
-		retryAfter time.Duration // the last ask of the server
-		redacted   string        // scheme://host/path, made when first needed
+		sofar    progress // what an *Error reports
+		redacted string   // scheme://host/path, made when first needed
 	)
 	for try := 1; ; try++ {
+		sofar.tries = try
 		// Try.
 		var start time.Time
 		var elapsed time.Duration
@@ -190,7 +189,7 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 		status := 0
 		if resp != nil {
 			status = resp.StatusCode
-			lastStatus = status
+			sofar.status = status
 		}
 
 		// Classify, with the caller's request (R2).
@@ -209,7 +208,7 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 		)
 		if resp != nil && class != Permanent {
 			if ask, hasAsk = ParseRetryAfter(resp.Header, c.clock.Now()); hasAsk {
-				retryAfter = ask
+				sofar.retryAfter = ask
 			}
 		}
 		switch {
@@ -267,22 +266,22 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 			if err == nil || try == 1 {
 				return resp, err // R6: the body is the caller's now; R9: a first Permanent error unchanged
 			}
-			return nil, &Error{Tries: try, Waited: waited, Status: lastStatus, RetryAfter: retryAfter, Reason: Done, Err: safeErr}
+			return nil, sofar.fail(Done, safeErr)
 		}
 		if redacted == "" {
 			redacted = safeURL(req.URL)
 		}
 		if outcome != Retrying {
-			logGiveUp(c.logger, redacted, outcome, try, waited, status, safeErr)
+			logGiveUp(c.logger, redacted, outcome, try, sofar.waited, status, safeErr)
 			// R8: with a Budget, a rate limit that cannot be waited out fails fast.
 			if budget != nil && (class == Throttled || outcome == OutOfTime && hasAsk && ask >= left) {
 				if resp != nil {
 					t.discard(resp)
 				}
-				return nil, &Error{Tries: try, Waited: waited, Status: lastStatus, RetryAfter: retryAfter, Reason: outcome, Err: ErrRateLimited}
+				return nil, sofar.fail(outcome, ErrRateLimited)
 			}
 			if err != nil {
-				return nil, &Error{Tries: try, Waited: waited, Status: lastStatus, RetryAfter: retryAfter, Reason: outcome, Err: safeErr}
+				return nil, sofar.fail(outcome, safeErr)
 			}
 			return resp, nil // R9: the last response, untouched
 		}
@@ -296,12 +295,12 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 			if budget != nil {
 				budget.refund(unused)
 			}
-			waited += wait - unused
+			sofar.waited += wait - unused
 			closeBody(body)
-			logGiveUp(c.logger, redacted, Canceled, try, waited, status, ctx.Err())
-			return nil, &Error{Tries: try, Waited: waited, Status: lastStatus, RetryAfter: retryAfter, Reason: Canceled, Err: ctx.Err()}
+			logGiveUp(c.logger, redacted, Canceled, try, sofar.waited, status, ctx.Err())
+			return nil, sofar.fail(Canceled, ctx.Err())
 		}
-		waited += wait
+		sofar.waited += wait
 
 		// Rewind: every retry is a clone with a fresh body (R1, R10).
 		next := send.Clone(ctx)
@@ -310,6 +309,18 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 		}
 		send = next
 	}
+}
+
+// progress is what a call has come to so far, for the *Error that ends it (R9).
+type progress struct {
+	tries      int           // sent
+	waited     time.Duration // charged, less what was given back
+	status     int           // of the last response received
+	retryAfter time.Duration // the last ask of the server
+}
+
+func (f *progress) fail(reason Outcome, cause error) *Error {
+	return &Error{Tries: f.tries, Waited: f.waited, Status: f.status, RetryAfter: f.retryAfter, Reason: reason, Err: cause}
 }
 
 // send makes one try. With a try timeout (R13) the try runs under its own
