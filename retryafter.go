@@ -30,6 +30,9 @@ func ParseRetryAfter(h http.Header, now time.Time) (d time.Duration, ok bool) {
 	if d, ok := parseDecimal(v, time.Second); ok {
 		return d, true
 	}
+	if c := v[0] | 0x20; c < 'a' || c > 'z' {
+		return 0, false // every HTTP-date starts with a day name; spare ParseTime's errors
+	}
 	t, err := http.ParseTime(v)
 	if err != nil {
 		return 0, false
