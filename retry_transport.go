@@ -76,6 +76,9 @@ func WithBackoff(b Backoff) Option {
 
 // WithClock sets the clock that every time read and every wait goes through,
 // so tests can use clock.NewMock(). The default is clock.New(); nil keeps it.
+// A request's context deadline is compared with this clock's now (R7): when
+// requests carry real deadlines (provider SDKs set their own), set a mock to
+// time.Now() first, or every wait will look out of time.
 func WithClock(clk clock.Clock) Option {
 	return func(c *config) {
 		if clk != nil {
