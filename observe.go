@@ -4,6 +4,7 @@ import (
 	"context"
 	"net/http"
 	"net/url"
+	"slices"
 	"strings"
 	"time"
 
@@ -96,7 +97,9 @@ func logRetry(l *zap.Logger, r *http.Request, rawURL string, retry, maxRetries, 
 		zap.String("url", rawURL),
 	}
 	if err != nil {
-		fields = append(fields, zap.Error(err))
+		// The text only: zap.Error would add errorVerbose, the error's %+v,
+		// which scrub cannot see into.
+		fields = append(fields, zap.String("error", err.Error()))
 	}
 	ce.Write(fields...)
 }
@@ -116,7 +119,9 @@ func logGiveUp(l *zap.Logger, rawURL string, reason Outcome, tries int, waited t
 		zap.String("url", rawURL),
 	}
 	if err != nil {
-		fields = append(fields, zap.Error(err))
+		// The text only: zap.Error would add errorVerbose, the error's %+v,
+		// which scrub cannot see into.
+		fields = append(fields, zap.String("error", err.Error()))
 	}
 	ce.Write(fields...)
 }
@@ -157,9 +162,17 @@ func secretsOf(req *http.Request) []string {
 	var s []string
 	if u := req.URL; u != nil {
 		if u.RawQuery != "" {
+			// The query as sent, as re-encoded by a wrapper (sorted), and
+			// each value alone: an error may quote just the key.
 			s = append(s, u.RawQuery)
-			if q, err := url.QueryUnescape(u.RawQuery); err == nil && q != u.RawQuery {
-				s = append(s, q)
+			q := u.Query()
+			s = append(s, q.Encode())
+			for _, values := range q {
+				for _, v := range values {
+					if len(v) >= 4 { // "x=1" holds no secret worth blanking every "1" for
+						s = append(s, v, url.QueryEscape(v))
+					}
+				}
 			}
 		}
 		if u.Fragment != "" {
@@ -183,6 +196,8 @@ func secretsOf(req *http.Request) []string {
 			}
 		}
 	}
+	// Longest first, so that a secret containing another is blanked whole.
+	slices.SortFunc(s, func(a, b string) int { return len(b) - len(a) })
 	return s
 }
 

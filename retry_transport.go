@@ -8,6 +8,7 @@ import (
 	"io"
 	"math/rand/v2"
 	"net/http"
+	"strings"
 	"sync/atomic"
 	"time"
 
@@ -474,7 +475,13 @@ func needsIdempotencyKey(req *http.Request) bool {
 	case "", http.MethodGet, http.MethodHead, http.MethodOptions, http.MethodTrace, http.MethodPut, http.MethodDelete:
 		return false
 	}
-	return len(req.Header.Values("Idempotency-Key")) == 0
+	for name, values := range req.Header {
+		// Any spelling: a key set as header["idempotency-key"] is still the caller's.
+		if len(values) > 0 && strings.EqualFold(name, "Idempotency-Key") {
+			return false
+		}
+	}
+	return true
 }
 
 func withIdempotencyKey(req *http.Request) *http.Request {

@@ -1,0 +1,782 @@
+package retryhttp
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// Fault injection on real loopback connections: what only a real connection
+// shows (resets, refusals, draining, connection reuse, hangs, streams, many
+// callers at once). Every server loop is bounded in count and real time;
+// backoff waits run on a fake clock, so nothing sleeps to wait one out.
+
+// faultServer is an httptest.Server on 127.0.0.1 that counts the
+// connections it accepts and those still open.
+type faultServer struct {
+	*httptest.Server
+	mu       sync.Mutex
+	open     map[net.Conn]bool
+	accepted int
+}
+
+// newFaultServer starts h. Its Close is registered as a cleanup, so call
+// ttNoLeak before it and faultBase after it: cleanups run in reverse.
+func newFaultServer(t *testing.T, h http.HandlerFunc) *faultServer {
+	t.Helper()
+	s := &faultServer{open: map[net.Conn]bool{}}
+	s.Server = httptest.NewUnstartedServer(h)
+	s.Config.ConnState = func(c net.Conn, st http.ConnState) {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		switch st {
+		case http.StateNew:
+			s.accepted++
+			s.open[c] = true
+		case http.StateClosed, http.StateHijacked:
+			delete(s.open, c)
+		}
+	}
+	s.Start()
+	t.Cleanup(s.Close)
+	return s
+}
+
+func (s *faultServer) conns() (open, accepted int) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.open), s.accepted
+}
+
+// waitNoConns waits, at most 2 s of real time, for the server to see every
+// connection closed.
+func (s *faultServer) waitNoConns(t *testing.T) {
+	t.Helper()
+	deadline := time.Now().Add(2 * time.Second)
+	for {
+		open, _ := s.conns()
+		if open == 0 {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Errorf("server: %d connections still open 2 s after the client closed its idle ones, want 0", open)
+			return
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// faultBase is a fresh http.Transport whose idle connections are closed when
+// the test ends.
+func faultBase(t *testing.T) *http.Transport {
+	t.Helper()
+	b := &http.Transport{MaxIdleConnsPerHost: 64, DisableCompression: true}
+	t.Cleanup(b.CloseIdleConnections)
+	return b
+}
+
+// faultReset hijacks the connection of w and resets it (RST, not FIN).
+func faultReset(t *testing.T, w http.ResponseWriter) {
+	conn, _, err := w.(http.Hijacker).Hijack()
+	if err != nil {
+		t.Errorf("hijack: %v", err)
+		return
+	}
+	faultRST(conn)
+}
+
+func faultRST(c net.Conn) {
+	if tc, ok := c.(*net.TCPConn); ok {
+		tc.SetLinger(0)
+	}
+	c.Close()
+}
+
+// faultRaw serves HTTP/1.1 by hand on 127.0.0.1:0, for faults below what a
+// Handler can do: serve gets the n-th connection (from 1) with its request
+// already read, and the connection is closed after it. It returns the URL.
+func faultRaw(t *testing.T, serve func(n int, c net.Conn)) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		for n := 1; n <= 100; n++ { // bounded: no test makes more
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				defer c.Close()
+				c.SetDeadline(time.Now().Add(5 * time.Second))
+				req, err := http.ReadRequest(bufio.NewReader(c))
+				if err != nil {
+					return
+				}
+				io.Copy(io.Discard, req.Body)
+				serve(n, c)
+			}()
+		}
+	}()
+	t.Cleanup(func() {
+		ln.Close()
+		wg.Wait()
+	})
+	return "http://" + ln.Addr().String() + "/v1/chat"
+}
+
+func TestFaultResetMidHeaders(t *testing.T) {
+	for _, tc := range []struct {
+		name      string
+		resets    int
+		wantTries int
+		wantOK    bool
+	}{
+		{"two resets, then an answer", 2, 3, true},
+		{"every try reset", 3, 3, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ttNoLeak(t)
+			url := faultRaw(t, func(n int, c net.Conn) {
+				if n <= tc.resets {
+					io.WriteString(c, "HTTP/1.1 200 OK\r\nContent-Type: text/pl") // cut mid-headers
+					faultRST(c)
+					return
+				}
+				io.WriteString(c, "HTTP/1.1 200 OK\r\nContent-Length: 2\r\nConnection: close\r\n\r\nok")
+			})
+			clk := newFakeClock()
+			var seen ttAttempts
+			tr := New(faultBase(t), WithClock(clk), WithBackoff(noJitter), WithObserver(seen.observe))
+			req := newRequest(t, context.Background(), http.MethodGet, url, nil)
+
+			r := drive(t, tr, clk, req)
+			attempts := seen.list()
+			if len(attempts) != tc.wantTries {
+				t.Fatalf("attempts = %d, want %d", len(attempts), tc.wantTries)
+			}
+			for _, a := range attempts[:tc.resets] {
+				if a.Err == nil || a.Class != Transient || a.Status != 0 {
+					t.Errorf("try %d: Err %v, Class %v, Status %d; want a Transient transport error", a.Try, a.Err, a.Class, a.Status)
+				}
+			}
+			if want := []time.Duration{400 * time.Millisecond, 800 * time.Millisecond}; !equalDurations(r.waits, want) {
+				t.Errorf("waits = %v, want %v", r.waits, want)
+			}
+			if tc.wantOK {
+				if r.err != nil {
+					t.Fatalf("RoundTrip error = %v, want the 200", r.err)
+				}
+				body, _ := io.ReadAll(r.resp.Body)
+				r.resp.Body.Close()
+				if string(body) != "ok" {
+					t.Errorf("body = %q, want %q", body, "ok")
+				}
+				return
+			}
+			var e *Error
+			if r.resp != nil || !errors.As(r.err, &e) {
+				t.Fatalf("RoundTrip = %v, %v; want nil, *Error", r.resp, r.err)
+			}
+			if e.Reason != Exhausted || e.Tries != 3 || e.Status != 0 || e.Waited != 1200*time.Millisecond || e.Err == nil {
+				t.Errorf("Error = %+v, want Reason exhausted, Tries 3, Status 0, Waited 1.2s, a cause", e)
+			}
+		})
+	}
+}
+
+func TestFaultConnectionRefused(t *testing.T) {
+	ttNoLeak(t)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	url := "http://" + ln.Addr().String() + "/v1/chat"
+	ln.Close() // nothing listens there now
+
+	clk := newFakeClock()
+	tr := New(faultBase(t), WithClock(clk), WithBackoff(noJitter))
+	r := drive(t, tr, clk, newRequest(t, context.Background(), http.MethodGet, url, nil))
+	var e *Error
+	if r.resp != nil || !errors.As(r.err, &e) {
+		t.Fatalf("RoundTrip = %v, %v; want nil, *Error", r.resp, r.err)
+	}
+	if !errors.Is(r.err, syscall.ECONNREFUSED) {
+		t.Errorf("errors.Is(%v, ECONNREFUSED) = false, want true", r.err)
+	}
+	if e.Reason != Exhausted || e.Tries != 3 || e.Status != 0 {
+		t.Errorf("Error = %+v, want Reason exhausted, Tries 3, Status 0", e)
+	}
+	if want := []time.Duration{400 * time.Millisecond, 800 * time.Millisecond}; !equalDurations(r.waits, want) {
+		t.Errorf("waits = %v, want %v", r.waits, want)
+	}
+}
+
+// Every form of Retry-After R5 names, over a real connection: each 429 is
+// waited out exactly as long as the server asked.
+func TestFaultRetryAfterForms(t *testing.T) {
+	const ask = 7 * time.Second
+	at := func(layout string) func(now time.Time) http.Header {
+		return func(now time.Time) http.Header {
+			v := now.Add(ask).UTC().Format(layout)
+			return http.Header{"Retry-After": {strings.Replace(v, "UTC", "GMT", 1)}}
+		}
+	}
+	fixed := func(kv ...string) func(time.Time) http.Header {
+		return func(time.Time) http.Header {
+			h := http.Header{}
+			for i := 0; i < len(kv); i += 2 {
+				h.Set(kv[i], kv[i+1])
+			}
+			return h
+		}
+	}
+	for _, tc := range []struct {
+		name     string
+		header   func(now time.Time) http.Header
+		wantWait time.Duration
+		wantFrom WaitSource
+	}{
+		{"delay-seconds", fixed("Retry-After", "7"), ask, FromRetryAfter},
+		{"decimal seconds", fixed("Retry-After", "1.5"), 1500 * time.Millisecond, FromRetryAfter},
+		{"IMF-fixdate", at(http.TimeFormat), ask, FromRetryAfter},
+		{"RFC 850 date", at(time.RFC850), ask, FromRetryAfter},
+		{"asctime date", at(time.ANSIC), ask, FromRetryAfter},
+		{"retry-after-ms", fixed("Retry-After-Ms", "1500"), 1500 * time.Millisecond, FromRetryAfter},
+		{"retry-after-ms wins", fixed("Retry-After-Ms", "250", "Retry-After", "30"), 250 * time.Millisecond, FromRetryAfter},
+		{"invalid retry-after-ms falls back", fixed("Retry-After-Ms", "soon", "Retry-After", "3"), 3 * time.Second, FromRetryAfter},
+		{"date in the past: the backoff", func(now time.Time) http.Header {
+			return http.Header{"Retry-After": {now.Add(-time.Hour).UTC().Format(http.TimeFormat)}}
+		}, 10 * time.Millisecond, FromBackoff},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ttNoLeak(t)
+			clk := newFakeClock()
+			var n atomic.Int32
+			srv := newFaultServer(t, func(w http.ResponseWriter, r *http.Request) {
+				if n.Add(1) <= 2 {
+					for k, v := range tc.header(clk.Now()) {
+						w.Header()[k] = v
+					}
+					w.WriteHeader(http.StatusTooManyRequests)
+					io.WriteString(w, "slow down")
+					return
+				}
+				io.WriteString(w, "ok")
+			})
+			var seen ttAttempts
+			// The backoff stays below every ask: 10 ms, then 10 ms again.
+			tr := New(faultBase(t), WithClock(clk), WithBackoff(Backoff{Base: 10 * time.Millisecond}), WithObserver(seen.observe))
+			r := drive(t, tr, clk, newRequest(t, context.Background(), http.MethodGet, srv.URL, nil))
+			if r.err != nil {
+				t.Fatalf("RoundTrip error = %v, want the 200", r.err)
+			}
+			r.resp.Body.Close()
+			if want := []time.Duration{tc.wantWait, tc.wantWait}; !equalDurations(r.waits, want) {
+				t.Errorf("waits = %v, want %v", r.waits, want)
+			}
+			for _, a := range seen.list()[:2] {
+				if a.Class != Throttled || a.From != tc.wantFrom || a.Wait != tc.wantWait {
+					t.Errorf("try %d: Class %v, From %v, Wait %v; want throttled, %v, %v", a.Try, a.Class, a.From, a.Wait, tc.wantFrom, tc.wantWait)
+				}
+			}
+		})
+	}
+}
+
+// A 429 storm: many callers at once, every call throttled twice with
+// Retry-After before it gets through. Each wait is the server's ask.
+func TestFaultThrottleStorm(t *testing.T) {
+	ttNoLeak(t)
+	const goroutines, calls = 16, 4
+	var (
+		mu    sync.Mutex
+		tries = map[string]int{}
+	)
+	srv := newFaultServer(t, func(w http.ResponseWriter, r *http.Request) {
+		id := r.Header.Get("X-Call")
+		mu.Lock()
+		tries[id]++
+		n := tries[id]
+		mu.Unlock()
+		if n <= 2 {
+			w.Header().Set("Retry-After", "2")
+			w.WriteHeader(http.StatusTooManyRequests)
+			return
+		}
+		io.WriteString(w, "ok")
+	})
+	clk := newFakeClock()
+	tr := New(faultBase(t), WithClock(clk), WithBackoff(Backoff{Base: 10 * time.Millisecond}))
+
+	ctx, cancel := context.WithCancel(context.Background())
+	watchdog := time.AfterFunc(10*time.Second, cancel)
+	defer watchdog.Stop()
+	var wg sync.WaitGroup
+	statuses := make(chan string, goroutines*calls)
+	for g := range goroutines {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range calls {
+				req, _ := http.NewRequestWithContext(ctx, http.MethodGet, srv.URL, nil)
+				req.Header.Set("X-Call", fmt.Sprint(g, "-", i))
+				resp, err := tr.RoundTrip(req)
+				if err != nil {
+					statuses <- err.Error()
+					continue
+				}
+				io.Copy(io.Discard, resp.Body)
+				resp.Body.Close()
+				statuses <- strconv.Itoa(resp.StatusCode)
+			}
+		}()
+	}
+	// Drive the clock: every wait a caller starts is registered before it
+	// is reported, so advancing by it always lets it fire.
+	allDone := make(chan struct{})
+	go func() { wg.Wait(); close(allDone) }()
+	var waits []time.Duration
+drive:
+	for {
+		select {
+		case d := <-clk.waits:
+			waits = append(waits, d)
+			clk.Add(d)
+		case <-allDone:
+			break drive
+		}
+	}
+	// A caller's timer may fire on another's advance before its own report
+	// is read: count what is left.
+	for len(clk.waits) > 0 {
+		waits = append(waits, <-clk.waits)
+	}
+	close(statuses)
+	for s := range statuses {
+		if s != "200" {
+			t.Errorf("a call ended with %s, want 200", s)
+		}
+	}
+	if len(waits) != 2*goroutines*calls {
+		t.Errorf("waits = %d, want %d (two per call)", len(waits), 2*goroutines*calls)
+	}
+	for _, d := range waits {
+		if d != 2*time.Second {
+			t.Errorf("a wait of %v, want the server's 2s", d)
+			break
+		}
+	}
+	tr.CloseIdleConnections()
+	srv.waitNoConns(t)
+}
+
+// faultCounting wraps a base and counts the bytes the transport reads from
+// each response body, and whether it closed it.
+type faultCounting struct {
+	base   http.RoundTripper
+	mu     sync.Mutex
+	bodies []*faultBody
+}
+
+type faultBody struct {
+	io.ReadCloser
+	n      atomic.Int64
+	closed atomic.Bool
+}
+
+func (b *faultBody) Read(p []byte) (int, error) {
+	n, err := b.ReadCloser.Read(p)
+	b.n.Add(int64(n))
+	return n, err
+}
+
+func (b *faultBody) Close() error {
+	b.closed.Store(true)
+	return b.ReadCloser.Close()
+}
+
+// CloseIdleConnections reaches the base, as the Transport's does.
+func (c *faultCounting) CloseIdleConnections() {
+	c.base.(interface{ CloseIdleConnections() }).CloseIdleConnections()
+}
+
+func (c *faultCounting) RoundTrip(r *http.Request) (*http.Response, error) {
+	resp, err := c.base.RoundTrip(r)
+	if resp != nil {
+		b := &faultBody{ReadCloser: resp.Body}
+		resp.Body = b
+		c.mu.Lock()
+		c.bodies = append(c.bodies, b)
+		c.mu.Unlock()
+	}
+	return resp, err
+}
+
+// A failed response's body is drained, at most 64 KiB, and closed before the
+// retry (R10): an error page lets its connection be reused, and an endless
+// body cannot stall the loop.
+func TestFaultDrainBeforeRetry(t *testing.T) {
+	chunk := strings.Repeat("x", 16<<10)
+	for _, tc := range []struct {
+		name      string
+		length    int // declared Content-Length; -1: chunked, endless
+		wantRead  int64
+		wantConns int
+	}{
+		{"small error page: drained, connection reused", 1 << 10, 1 << 10, 1},
+		{"exactly 64 KiB: drained, connection reused", maxDrain, maxDrain, 1},
+		{"one byte over 64 KiB: closed unread", maxDrain + 1, 0, 3},
+		{"endless body: drain stops at 64 KiB", -1, maxDrain, 3},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ttNoLeak(t)
+			srv := newFaultServer(t, func(w http.ResponseWriter, r *http.Request) {
+				if tc.length >= 0 {
+					w.Header().Set("Content-Length", strconv.Itoa(tc.length))
+				}
+				w.WriteHeader(http.StatusServiceUnavailable)
+				for sent := 0; tc.length < 0 || sent < tc.length; {
+					if sent >= 64<<20 { // bounded: 64 MiB at most
+						return
+					}
+					c := chunk
+					if tc.length >= 0 {
+						c = chunk[:min(len(chunk), tc.length-sent)]
+					}
+					if _, err := io.WriteString(w, c); err != nil {
+						return // the client closed the connection
+					}
+					w.(http.Flusher).Flush()
+					sent += len(c)
+				}
+			})
+			base := &faultCounting{base: faultBase(t)}
+			clk := newFakeClock()
+			tr := New(base, WithClock(clk), WithBackoff(noJitter))
+			start := time.Now()
+			r := drive(t, tr, clk, newRequest(t, context.Background(), http.MethodGet, srv.URL, nil))
+			if real := time.Since(start); real > 5*time.Second {
+				t.Errorf("the call took %v of real time, want well under 5 s", real)
+			}
+			if r.err != nil {
+				t.Fatalf("RoundTrip error = %v, want the last 503", r.err)
+			}
+			if len(base.bodies) != 3 {
+				t.Fatalf("responses = %d, want 3", len(base.bodies))
+			}
+			for i, b := range base.bodies[:2] {
+				if got := b.n.Load(); got != tc.wantRead {
+					t.Errorf("try %d: transport read %d bytes of the body, want %d", i+1, got, tc.wantRead)
+				}
+				if !b.closed.Load() {
+					t.Errorf("try %d: body not closed before the retry", i+1)
+				}
+			}
+			last := base.bodies[2]
+			if last.n.Load() != 0 || last.closed.Load() {
+				t.Errorf("last response: %d bytes read, closed %v; want it handed back unread and open", last.n.Load(), last.closed.Load())
+			}
+			if _, err := io.ReadFull(r.resp.Body, make([]byte, 1024)); err != nil {
+				t.Errorf("reading the returned body: %v", err)
+			}
+			r.resp.Body.Close()
+			if _, accepted := srv.conns(); accepted != tc.wantConns {
+				t.Errorf("server accepted %d connections for 3 tries, want %d", accepted, tc.wantConns)
+			}
+			tr.CloseIdleConnections()
+			srv.waitNoConns(t)
+		})
+	}
+}
+
+// A server that hangs before its headers is cut by the per-try timeout on
+// the fake clock; the next try is answered.
+func TestFaultHangBeforeHeaders(t *testing.T) {
+	ttNoLeak(t)
+	const d = 2 * time.Second
+	hung := make(chan struct{}, 1)
+	var n atomic.Int32
+	var clientLeft atomic.Bool
+	srv := newFaultServer(t, func(w http.ResponseWriter, r *http.Request) {
+		if n.Add(1) == 1 {
+			hung <- struct{}{}
+			select {
+			case <-r.Context().Done():
+				clientLeft.Store(true)
+			case <-time.After(5 * time.Second): // bounded
+			}
+			return
+		}
+		io.WriteString(w, "ok")
+	})
+	clk := newTTClock()
+	var seen ttAttempts
+	tr := New(faultBase(t), WithClock(clk), WithBackoff(noJitter), WithTryTimeout(d), WithObserver(seen.observe))
+	start := time.Now()
+	r := ttDrive(t, tr, clk, newRequest(t, context.Background(), http.MethodGet, srv.URL, nil), hung, d)
+	if real := time.Since(start); real > 3*time.Second {
+		t.Errorf("the call took %v of real time, want the hang cut on the fake clock", real)
+	}
+	if r.err != nil {
+		t.Fatalf("RoundTrip error = %v, want the second try's 200", r.err)
+	}
+	body, _ := io.ReadAll(r.resp.Body)
+	r.resp.Body.Close()
+	if string(body) != "ok" || n.Load() != 2 {
+		t.Errorf("body %q after %d requests, want \"ok\" after 2", body, n.Load())
+	}
+	if a := seen.list(); len(a) != 2 || !isTryTimeout(a[0].Err) || a[0].Elapsed != d {
+		t.Errorf("attempts = %+v, want 2, the first a per-try timeout after %v", a, d)
+	}
+	tr.CloseIdleConnections()
+	srv.waitNoConns(t)
+	if !clientLeft.Load() {
+		t.Error("the server never saw the timed-out try go away")
+	}
+}
+
+// A slow stream is read to its end, long after the per-try timeout, and is
+// never retried.
+func TestFaultSlowStream(t *testing.T) {
+	ttNoLeak(t)
+	const d = time.Second
+	chunks := []string{"data: a\n\n", "data: b\n\n", "data: c\n\n", "data: [DONE]\n\n"}
+	release := make(chan struct{}, len(chunks)) // buffered: a test that fails never blocks on it
+	var n atomic.Int32
+	srv := newFaultServer(t, func(w http.ResponseWriter, r *http.Request) {
+		n.Add(1)
+		w.Header().Set("Content-Type", "text/event-stream")
+		w.WriteHeader(http.StatusOK)
+		w.(http.Flusher).Flush()
+		for _, c := range chunks {
+			select {
+			case <-release:
+			case <-r.Context().Done():
+				return
+			case <-time.After(5 * time.Second): // bounded
+				return
+			}
+			io.WriteString(w, c)
+			w.(http.Flusher).Flush()
+		}
+	})
+	clk := newTTClock()
+	tr := New(faultBase(t), WithClock(clk), WithTryTimeout(d))
+	r := ttDrive(t, tr, clk, newRequest(t, context.Background(), http.MethodPost, srv.URL, []byte(`{"stream":true}`)), nil, d)
+	if r.err != nil {
+		t.Fatal(r.err)
+	}
+	defer r.resp.Body.Close()
+	var got strings.Builder
+	for i, c := range chunks {
+		clk.Add(3 * d)
+		release <- struct{}{}
+		buf := make([]byte, len(c))
+		if _, err := io.ReadFull(r.resp.Body, buf); err != nil {
+			t.Fatalf("chunk %d, the clock %v past the headers: %v; want the stream readable", i, clk.Now().Sub(epoch), err)
+		}
+		got.Write(buf)
+	}
+	if rest, err := io.ReadAll(r.resp.Body); err != nil || len(rest) != 0 {
+		t.Errorf("end of stream: %q, %v; want \"\", nil", rest, err)
+	}
+	if want := strings.Join(chunks, ""); got.String() != want {
+		t.Errorf("stream = %q, want %q", got.String(), want)
+	}
+	if n.Load() != 1 {
+		t.Errorf("requests = %d, want 1: a stream is never retried", n.Load())
+	}
+	r.resp.Body.Close()
+	tr.CloseIdleConnections()
+	srv.waitNoConns(t)
+}
+
+// 32 goroutines x 10 calls through one Transport against a server that fails
+// a share of its tries in every way it can: each call ends in a response or a
+// typed *Error, and every connection is closed in the end.
+func TestFaultManyCallers(t *testing.T) {
+	ttNoLeak(t)
+	const goroutines, calls = 32, 10
+	var n atomic.Int64
+	srv := newFaultServer(t, func(w http.ResponseWriter, r *http.Request) {
+		io.Copy(io.Discard, r.Body)
+		switch k := n.Add(1); {
+		case k%7 == 3:
+			faultReset(t, w)
+		case k%5 == 1:
+			http.Error(w, "overloaded", http.StatusServiceUnavailable)
+		case k%11 == 4:
+			http.Error(w, "slow down", http.StatusTooManyRequests)
+		default:
+			io.WriteString(w, "ok")
+		}
+	})
+	// Zero waits: the transport starts no timer, so the fake clock never
+	// needs advancing. The Quota is big enough never to refuse; it is here
+	// to be shared by every caller under the race detector.
+	tr := New(faultBase(t), WithClock(newFakeClock()), WithBackoff(Backoff{}), WithIdempotencyKey(), WithQuota(NewQuota(1e6, 0.1)))
+
+	ctx, cancel := context.WithCancel(context.Background())
+	watchdog := time.AfterFunc(10*time.Second, cancel)
+	defer watchdog.Stop()
+	type outcome struct {
+		status int
+		err    error
+	}
+	results := make(chan outcome, goroutines*calls)
+	var wg sync.WaitGroup
+	for g := range goroutines {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range calls {
+				var body io.Reader
+				method := http.MethodGet
+				if (g+i)%2 == 1 {
+					method, body = http.MethodPost, strings.NewReader(`{"prompt":"hi"}`)
+				}
+				req, _ := http.NewRequestWithContext(ctx, method, srv.URL, body)
+				resp, err := tr.RoundTrip(req)
+				if err != nil {
+					results <- outcome{err: err}
+					continue
+				}
+				b, _ := io.ReadAll(resp.Body)
+				resp.Body.Close()
+				if resp.StatusCode == http.StatusOK && string(b) != "ok" {
+					err = fmt.Errorf("200 with body %q", b)
+				}
+				results <- outcome{status: resp.StatusCode, err: err}
+			}
+		}()
+	}
+	wg.Wait()
+	close(results)
+
+	counts := map[string]int{}
+	for o := range results {
+		switch {
+		case o.err == nil && (o.status == 200 || o.status == 503 || o.status == 429):
+			counts[strconv.Itoa(o.status)]++
+		case o.err == nil:
+			t.Errorf("a call ended with status %d, want 200, or an exhausted 503 or 429", o.status)
+		default:
+			var e *Error
+			if !errors.As(o.err, &e) || e.Reason != Exhausted || e.Tries != 3 || e.Err == nil || errors.As(e.Err, new(*Error)) {
+				t.Errorf("a call ended with %v (%T), want a response or an exhausted *Error after 3 tries", o.err, o.err)
+				continue
+			}
+			if errors.Is(o.err, context.Canceled) {
+				t.Errorf("a call was cut by the 10 s watchdog: %v", o.err)
+			}
+			counts["error"]++
+		}
+	}
+	total := 0
+	for _, c := range counts {
+		total += c
+	}
+	t.Logf("%d calls, %d tries: %v", total, n.Load(), counts)
+	if total != goroutines*calls {
+		t.Errorf("calls ended = %d, want %d", total, goroutines*calls)
+	}
+	if counts["200"] == 0 {
+		t.Error("no call succeeded")
+	}
+	if n.Load() <= goroutines*calls {
+		t.Errorf("server saw %d tries for %d calls, want retries", n.Load(), goroutines*calls)
+	}
+	tr.CloseIdleConnections()
+	srv.waitNoConns(t)
+}
+
+// A server that de-duplicates by Idempotency-Key applies each call once,
+// even when it applies the effect and then loses the response by resetting
+// the connection. Without a key the retry applies it twice: the test can tell.
+func TestFaultIdempotentRetryAppliedOnce(t *testing.T) {
+	for _, tc := range []struct {
+		name        string
+		opts        []Option
+		wantApplied int
+	}{
+		{"WithIdempotencyKey", []Option{WithIdempotencyKey()}, 1},
+		{"no key", nil, 2},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ttNoLeak(t)
+			var (
+				mu      sync.Mutex
+				applied = map[string]int{}    // call -> times its effect was applied
+				stored  = map[string]string{} // key -> the response it got
+				lost    = map[string]bool{}   // call -> its first response was lost
+			)
+			srv := newFaultServer(t, func(w http.ResponseWriter, r *http.Request) {
+				b, _ := io.ReadAll(r.Body)
+				call, key := string(b), r.Header.Get("Idempotency-Key")
+				mu.Lock()
+				if res, ok := stored[key]; ok && key != "" {
+					mu.Unlock()
+					io.WriteString(w, res) // a replay: not applied again
+					return
+				}
+				applied[call]++
+				res := "charged " + call
+				if key != "" {
+					stored[key] = res
+				}
+				first := !lost[call]
+				lost[call] = true
+				mu.Unlock()
+				if first {
+					faultReset(t, w) // the effect is applied; the response is lost
+					return
+				}
+				io.WriteString(w, res)
+			})
+			clk := newFakeClock()
+			tr := New(faultBase(t), append([]Option{WithClock(clk), WithBackoff(noJitter)}, tc.opts...)...)
+			const calls = 10
+			for i := range calls {
+				call := fmt.Sprintf("order-%d", i)
+				r := drive(t, tr, clk, newRequest(t, context.Background(), http.MethodPost, srv.URL, []byte(call)))
+				if r.err != nil {
+					t.Fatalf("%s: RoundTrip error = %v, want 200", call, r.err)
+				}
+				b, _ := io.ReadAll(r.resp.Body)
+				r.resp.Body.Close()
+				if r.resp.StatusCode != http.StatusOK || string(b) != "charged "+call {
+					t.Errorf("%s: %d %q, want 200 %q", call, r.resp.StatusCode, b, "charged "+call)
+				}
+			}
+			mu.Lock()
+			for i := range calls {
+				call := fmt.Sprintf("order-%d", i)
+				if applied[call] != tc.wantApplied {
+					t.Errorf("%s applied %d times, want %d", call, applied[call], tc.wantApplied)
+				}
+			}
+			mu.Unlock()
+			tr.CloseIdleConnections()
+			srv.waitNoConns(t)
+		})
+	}
+}

@@ -1,0 +1,308 @@
+package retryhttp
+
+import (
+	"context"
+	"crypto/x509"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
+	"go.uber.org/zap/zaptest/observer"
+)
+
+// Secrets (R14): no log entry, no Attempt and no error text the library
+// writes holds a query string, userinfo, a header value or a body, even when
+// the base's own error text embeds the full URL, as a *url.Error does: the
+// way CVE-2024-6104 leaked API keys from go-retryablehttp's logs.
+
+const (
+	secURL      = "https://alice:s3cret@api.example.com/v1/chat?key=AIzaSECRET&x=1"
+	secSafeURL  = "https://api.example.com/v1/chat"
+	secAuth     = "Bearer sk-SECRETTOKEN"
+	secAPIKey   = "xk-SECRETAPIKEY"
+	secReqBody  = `{"prompt":"PROMPT-SECRET"}`
+	secRespBody = "RESP-SECRET: quota of org-SECRET exceeded"
+	secCookie   = "sess=COOKIE-SECRET"
+)
+
+// secForbidden is every piece of a secret that must never be written.
+var secForbidden = []string{
+	"alice", "s3cret", // userinfo
+	"key=AIzaSECRET&x=1", "AIzaSECRET", "x=1", // the query and its parts
+	"sk-SECRETTOKEN", "SECRETAPIKEY", // credential header values
+	"PROMPT-SECRET", "RESP-SECRET", "org-SECRET", "COOKIE-SECRET", // bodies, a response header
+}
+
+// secCheck fails the test if text holds any forbidden piece.
+func secCheck(t *testing.T, where, text string) {
+	t.Helper()
+	for _, s := range secForbidden {
+		if strings.Contains(text, s) {
+			t.Errorf("%s holds %q:\n%s", where, s, text)
+		}
+	}
+}
+
+// secLogs serializes every log entry in full, as a JSON log would hold it:
+// message and every field, errorVerbose and errorCauses included.
+func secLogs(t *testing.T, logs *observer.ObservedLogs) []string {
+	t.Helper()
+	enc := zapcore.NewJSONEncoder(zap.NewProductionEncoderConfig())
+	var out []string
+	for _, e := range logs.All() {
+		buf, err := enc.EncodeEntry(e.Entry, e.Context)
+		if err != nil {
+			t.Fatalf("encoding a log entry: %v", err)
+		}
+		out = append(out, buf.String())
+		buf.Free()
+	}
+	return out
+}
+
+// secRequest is a POST to secURL carrying every kind of secret.
+func secRequest(t *testing.T, ctx context.Context) *http.Request {
+	t.Helper()
+	req := newRequest(t, ctx, http.MethodPost, secURL, []byte(secReqBody))
+	req.Header.Set("Authorization", secAuth)
+	req.Header.Set("X-Api-Key", secAPIKey)
+	return req
+}
+
+// secURLError is what a base that wraps its errors with the URL returns, as
+// http.Client does: the text holds the URL it was given.
+func secURLError(u string, err error) func(*http.Request) (*http.Response, error) {
+	return func(r *http.Request) (*http.Response, error) {
+		if u == "" {
+			u = r.URL.String()
+		}
+		return nil, &url.Error{Op: "Post", URL: u, Err: err}
+	}
+}
+
+// secVerbose is an error whose %+v (which zap writes as errorVerbose) says
+// more than its Error().
+type secVerbose struct{ detail string }
+
+func (e *secVerbose) Error() string { return "upstream failed" }
+func (e *secVerbose) Format(s fmt.State, verb rune) {
+	if verb == 'v' && s.Flag('+') {
+		io.WriteString(s, "upstream failed: "+e.detail)
+		return
+	}
+	io.WriteString(s, e.Error())
+}
+func (e *secVerbose) Unwrap() error { return syscall.ECONNRESET }
+
+func TestSecretsNeverWritten(t *testing.T) {
+	type step = func(clk *fakeClock, r *http.Request) (*http.Response, error)
+	resp := func(code int) step {
+		return func(*fakeClock, *http.Request) (*http.Response, error) {
+			return respond(code, secRespBody, "Set-Cookie", secCookie, "X-Request-Echo", secAuth), nil
+		}
+	}
+	full := func(_ *fakeClock, r *http.Request) (*http.Response, error) {
+		return secURLError("", syscall.ECONNRESET)(r)
+	}
+	for _, tc := range []struct {
+		name   string
+		step   step // every try
+		opts   []Option
+		budget bool
+		cancel bool  // the caller cancels during the first wait
+		wantIs error // what RoundTrip's error must still match
+	}{
+		{name: "503 with secrets in body and headers", step: resp(503)},
+		{name: "*url.Error with the full URL", step: full, wantIs: syscall.ECONNRESET},
+		{name: "*url.Error with the URL's Redacted form", wantIs: syscall.ECONNRESET,
+			step: func(_ *fakeClock, r *http.Request) (*http.Response, error) {
+				return secURLError(r.URL.Redacted(), syscall.ECONNRESET)(r)
+			}},
+		{name: "error echoing the credential headers", wantIs: syscall.ECONNRESET,
+			step: func(_ *fakeClock, r *http.Request) (*http.Response, error) {
+				return nil, fmt.Errorf("proxy refused %q and %q: %w", r.Header.Get("Authorization"), r.Header.Get("X-Api-Key"), syscall.ECONNRESET)
+			}},
+		{name: "joined errors, each with the URL", wantIs: syscall.ECONNRESET,
+			step: func(clk *fakeClock, r *http.Request) (*http.Response, error) {
+				_, e1 := full(clk, r)
+				return nil, errors.Join(e1, fmt.Errorf("retrying %s", r.URL))
+			}},
+		{name: "error whose %+v holds the URL", wantIs: syscall.ECONNRESET,
+			step: func(_ *fakeClock, r *http.Request) (*http.Response, error) {
+				return nil, &secVerbose{detail: "POST " + r.URL.String()}
+			}},
+		{name: "429 with a Budget: rate limited", step: resp(429), budget: true, wantIs: ErrRateLimited},
+		{name: "caller cancels during the wait", step: full, cancel: true, wantIs: context.Canceled},
+		{name: "per-try timeout", opts: []Option{WithTryTimeout(time.Second)},
+			step: func(clk *fakeClock, r *http.Request) (*http.Response, error) {
+				clk.Add(time.Second) // the headers never come
+				<-r.Context().Done()
+				return secURLError("", r.Context().Err())(r)
+			}},
+		{name: "quota refuses", step: full, opts: []Option{WithQuota(NewQuota(0, 0))}, wantIs: syscall.ECONNRESET},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			clk := newFakeClock()
+			step := func(r *http.Request) (*http.Response, error) { return tc.step(clk, r) }
+			base := newScript(step, step, step)
+			log, logs := logSink()
+			var seen ttAttempts
+			tr := New(base, append([]Option{WithClock(clk), WithBackoff(noJitter), WithLogger(log), WithObserver(seen.observe)}, tc.opts...)...)
+			ctx, cancel := context.WithCancel(context.Background())
+			defer cancel()
+			if tc.budget {
+				ctx = WithBudget(ctx, NewBudget(PublicTierMaxWait))
+			}
+			r := driveWith(t, tr, clk, secRequest(t, ctx), func(d time.Duration) time.Duration {
+				if tc.cancel {
+					cancel()
+					return 0
+				}
+				return d
+			})
+			if r.resp != nil {
+				r.resp.Body.Close()
+			}
+
+			entries := secLogs(t, logs)
+			if len(entries) == 0 {
+				t.Fatal("nothing was logged; want at least a give-up entry")
+			}
+			for i, e := range entries {
+				secCheck(t, fmt.Sprintf("log entry %d", i+1), e)
+				if !strings.Contains(e, `"url":"`+secSafeURL+`"`) {
+					t.Errorf("log entry %d: url field is not %q:\n%s", i+1, secSafeURL, e)
+				}
+			}
+			attempts := seen.list()
+			if len(attempts) == 0 {
+				t.Fatal("the observer saw no attempt")
+			}
+			for _, a := range attempts {
+				where := fmt.Sprintf("Attempt %d", a.Try)
+				if a.URL != secSafeURL {
+					t.Errorf("%s: URL = %q, want %q", where, a.URL, secSafeURL)
+				}
+				secCheck(t, where+" Method", a.Method)
+				if a.Err != nil {
+					secCheck(t, where+" Err", a.Err.Error())
+				}
+			}
+			if r.err != nil {
+				secCheck(t, "RoundTrip's error", r.err.Error())
+			}
+			if tc.wantIs != nil && !errors.Is(r.err, tc.wantIs) {
+				t.Errorf("errors.Is(%v, %v) = false, want true: scrubbing must keep the chain", r.err, tc.wantIs)
+			}
+		})
+	}
+}
+
+// The base's error really did hold the secrets: the test above could fail.
+func TestSecretsBaseErrorHoldsThem(t *testing.T) {
+	_, err := secURLError("", syscall.ECONNRESET)(secRequest(t, context.Background()))
+	for _, s := range []string{"alice", "s3cret", "AIzaSECRET"} {
+		if !strings.Contains(err.Error(), s) {
+			t.Errorf("base error %q lacks %q: the secrets test would prove nothing", err, s)
+		}
+	}
+}
+
+// A Permanent error on the first try is returned unchanged (R9): it is the
+// base's own text, not one the library writes. What the library does write
+// about it, the Attempt, is scrubbed; and a Permanent error on a later try
+// comes back inside an *Error whose text is scrubbed.
+func TestSecretsPermanentError(t *testing.T) {
+	tlsErr := secURLError("", x509.UnknownAuthorityError{})
+	t.Run("first try: unchanged", func(t *testing.T) {
+		clk := newFakeClock()
+		base := newScript(tlsErr)
+		log, logs := logSink()
+		var seen ttAttempts
+		tr := New(base, WithClock(clk), WithLogger(log), WithObserver(seen.observe))
+		r := drive(t, tr, clk, secRequest(t, context.Background()))
+		var ue *url.Error
+		if !errors.As(r.err, &ue) || r.err != error(ue) {
+			t.Fatalf("RoundTrip error = %#v, want the base's *url.Error itself", r.err)
+		}
+		for i, e := range secLogs(t, logs) {
+			secCheck(t, fmt.Sprintf("log entry %d", i+1), e)
+		}
+		for _, a := range seen.list() {
+			secCheck(t, "Attempt Err", a.Err.Error())
+			if !errors.As(a.Err, new(x509.UnknownAuthorityError)) {
+				t.Errorf("Attempt Err %v no longer unwraps to the certificate error", a.Err)
+			}
+		}
+	})
+	t.Run("later try: scrubbed inside *Error", func(t *testing.T) {
+		clk := newFakeClock()
+		base := newScript(secURLError("", syscall.ECONNRESET), tlsErr)
+		log, logs := logSink()
+		tr := New(base, WithClock(clk), WithBackoff(noJitter), WithLogger(log))
+		r := drive(t, tr, clk, secRequest(t, context.Background()))
+		var e *Error
+		if !errors.As(r.err, &e) || e.Reason != Done || e.Tries != 2 {
+			t.Fatalf("RoundTrip error = %v, want an *Error with Reason done after 2 tries", r.err)
+		}
+		secCheck(t, "RoundTrip's error", r.err.Error())
+		if !errors.As(r.err, new(x509.UnknownAuthorityError)) {
+			t.Errorf("error %v no longer unwraps to the certificate error", r.err)
+		}
+		for i, e := range secLogs(t, logs) {
+			secCheck(t, fmt.Sprintf("log entry %d", i+1), e)
+		}
+	})
+}
+
+// Secrets that reach an error's text in another spelling than the request's
+// own: a query value on its own, the query re-encoded by a wrapper
+// (url.Values.Encode sorts it), a password percent-encoded.
+func TestSecretsInOtherSpellings(t *testing.T) {
+	for _, tc := range []struct {
+		name, url string
+		errText   func(r *http.Request) string
+	}{
+		{"password with reserved characters", "https://alice:s3cret%40%2F%20x@api.example.com/v1/chat?key=AIzaSECRET&x=1",
+			func(r *http.Request) string { return "Post " + r.URL.String() }},
+		{"query value alone", secURL,
+			func(r *http.Request) string { return "API key " + r.URL.Query().Get("key") + " rejected" }},
+		{"query re-encoded in another order", "https://alice:s3cret@api.example.com/v1/chat?x=1&key=AIzaSECRET",
+			func(r *http.Request) string {
+				u := *r.URL
+				u.RawQuery = u.Query().Encode()
+				return "Post " + u.String()
+			}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			clk := newFakeClock()
+			step := func(r *http.Request) (*http.Response, error) {
+				return nil, fmt.Errorf("%s: %w", tc.errText(r), syscall.ECONNRESET)
+			}
+			base := newScript(step, step, step)
+			log, logs := logSink()
+			var seen ttAttempts
+			tr := New(base, WithClock(clk), WithBackoff(noJitter), WithLogger(log), WithObserver(seen.observe))
+			req := newRequest(t, context.Background(), http.MethodPost, tc.url, []byte(secReqBody))
+			r := drive(t, tr, clk, req)
+			if r.err == nil {
+				t.Fatal("RoundTrip succeeded, want an error")
+			}
+			secCheck(t, "RoundTrip's error", r.err.Error())
+			for i, e := range secLogs(t, logs) {
+				secCheck(t, fmt.Sprintf("log entry %d", i+1), e)
+			}
+			for _, a := range seen.list() {
+				secCheck(t, fmt.Sprintf("Attempt %d Err", a.Try), a.Err.Error())
+			}
+		})
+	}
+}
