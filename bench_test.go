@@ -1,25 +1,72 @@
 package retryhttp
 
+// Benchmarks of what every request pays (issue 4). They measure; they assert
+// nothing about time. Run them with
+//
+//	go test -run '^$' -bench . -benchmem -count 6 | benchstat -
+//
+// and see bench/ for the same scenarios side by side with other libraries.
+// R16 is the line to hold: BenchmarkHappyPath/default and /budget report
+// 0 allocs/op, and their ns/op minus BenchmarkBare's is the whole cost of the
+// transport on a first-try success.
+
 import (
 	"context"
+	"io"
 	"net/http"
+	"strconv"
 	"testing"
 	"time"
+
+	"github.com/benbjohnson/clock"
+	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
 )
 
-// stubOK is a base that answers every request with a shared 200 response,
-// so the benchmarks measure the transport and nothing else.
-type stubOK struct{ resp *http.Response }
+// benchStub is a base that answers every request with one shared response, so
+// a benchmark measures the transport and nothing else: the stub allocates
+// nothing. It puts the Body back each time, since a transport may wrap it
+// (WithTryTimeout does) and the wrappers must not pile up across calls.
+type benchStub struct{ resp *http.Response }
 
-func (s stubOK) RoundTrip(*http.Request) (*http.Response, error) { return s.resp, nil }
-
-func newStubOK() stubOK {
-	return stubOK{resp: &http.Response{StatusCode: 200, Header: http.Header{}, Body: http.NoBody}}
+func (s *benchStub) RoundTrip(*http.Request) (*http.Response, error) {
+	s.resp.Body = http.NoBody
+	return s.resp, nil
 }
 
+// benchBase returns the stub as an http.RoundTripper, as the Transport holds
+// its base. It is not inlined, so BenchmarkBare cannot devirtualize (and then
+// inline away) the call that every other benchmark pays.
+//
+//go:noinline
+func benchBase(status int) http.RoundTripper {
+	return &benchStub{resp: benchResponse(status)}
+}
+
+func benchResponse(status int) *http.Response {
+	return &http.Response{
+		StatusCode: status, Status: http.StatusText(status),
+		Proto: "HTTP/1.1", ProtoMajor: 1, ProtoMinor: 1,
+		Header: http.Header{}, Body: http.NoBody,
+	}
+}
+
+const benchURL = "https://api.example.com/v1/chat/completions"
+
+func benchGet(b *testing.B, ctx context.Context) *http.Request {
+	b.Helper()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, benchURL, nil)
+	if err != nil {
+		b.Fatal(err)
+	}
+	return req
+}
+
+// BenchmarkBare is the base alone, called through an interface as the
+// Transport calls it: the floor the other benchmarks are read against.
 func BenchmarkBare(b *testing.B) {
-	base := newStubOK()
-	req, _ := http.NewRequest(http.MethodGet, "https://api.example.com/v1/models", nil)
+	base := benchBase(http.StatusOK)
+	req := benchGet(b, context.Background())
 	b.ReportAllocs()
 	for b.Loop() {
 		if _, err := base.RoundTrip(req); err != nil {
@@ -28,25 +75,169 @@ func BenchmarkBare(b *testing.B) {
 	}
 }
 
+// BenchmarkHappyPath is a first-try success (R16). default and budget are the
+// rule's two cases; the others show what an option adds to the happy path.
 func BenchmarkHappyPath(b *testing.B) {
+	deadline, cancel := context.WithTimeout(context.Background(), time.Hour)
+	defer cancel()
+	budget := WithBudget(context.Background(), NewBudget(PublicTierMaxWait))
 	for _, bc := range []struct {
 		name string
 		ctx  context.Context
+		opts []Option
 	}{
-		{"no-budget", context.Background()},
-		{"budget", WithBudget(context.Background(), NewBudget(PublicTierMaxWait))},
+		{"default", context.Background(), nil},
+		{"budget", budget, nil},
+		{"deadline", deadline, nil},
+		{"budget+deadline+quota", WithBudget(deadline, NewBudget(PublicTierMaxWait)), []Option{WithQuota(NewQuota(10, 0.1))}},
+		{"observer", context.Background(), []Option{WithObserver(func(context.Context, Attempt) {})}},
+		{"try-timeout", context.Background(), []Option{WithTryTimeout(time.Minute)}},
 	} {
 		b.Run(bc.name, func(b *testing.B) {
-			tr := New(newStubOK())
-			req, _ := http.NewRequestWithContext(bc.ctx, http.MethodGet, "https://api.example.com/v1/models", nil)
+			tr := New(benchBase(http.StatusOK), bc.opts...)
+			req := benchGet(b, bc.ctx)
 			b.ReportAllocs()
 			for b.Loop() {
-				if _, err := tr.RoundTrip(req); err != nil {
+				resp, err := tr.RoundTrip(req)
+				if err != nil {
 					b.Fatal(err)
+				}
+				resp.Body.Close() // ends the try's context with WithTryTimeout
+			}
+		})
+	}
+}
+
+// benchFlaky answers 503 and then 200, over and over: each RoundTrip of the
+// Transport makes one retry.
+type benchFlaky struct {
+	fail, ok *http.Response
+	n        int
+}
+
+func (s *benchFlaky) RoundTrip(*http.Request) (*http.Response, error) {
+	s.n++
+	if s.n%2 == 1 {
+		s.fail.Body = http.NoBody // drained and closed by the transport
+		return s.fail, nil
+	}
+	return s.ok, nil
+}
+
+// benchClock is a mock clock whose timers have already fired: a wait costs
+// no real time and, unlike clock.Mock, needs no second goroutine to advance
+// it, so the benchmark measures the retry path and not a hand-off. Now moves
+// by each wait. It allocates nothing.
+type benchClock struct {
+	clock.Clock // only Now, Since and Timer are used by the transport here
+	now         time.Time
+	fired       chan time.Time
+	timer       *clock.Timer
+}
+
+func newBenchClock() *benchClock {
+	c := &benchClock{now: benchEpoch, fired: make(chan time.Time, 1)}
+	c.timer = &clock.Timer{C: c.fired}
+	return c
+}
+
+func (c *benchClock) Now() time.Time                  { return c.now }
+func (c *benchClock) Since(t time.Time) time.Duration { return c.now.Sub(t) }
+
+// Timer fires at once: the transport reads C and never calls Stop.
+func (c *benchClock) Timer(d time.Duration) *clock.Timer {
+	c.now = c.now.Add(d)
+	c.fired <- c.now
+	return c.timer
+}
+
+// BenchmarkRetryOnce is one call that gets a 503 and then a 200: one backoff
+// (on benchClock, so no real wait), a drain, a clone. logger adds a zap JSON
+// logger writing to io.Discard, to show what the R14 Warn entry costs.
+func BenchmarkRetryOnce(b *testing.B) {
+	discard := zap.New(zapcore.NewCore(
+		zapcore.NewJSONEncoder(zap.NewProductionEncoderConfig()), zapcore.AddSync(io.Discard), zapcore.WarnLevel))
+	for _, bc := range []struct {
+		name string
+		opts []Option
+	}{
+		{"default", nil},
+		{"logger", []Option{WithLogger(discard)}},
+	} {
+		b.Run(bc.name, func(b *testing.B) {
+			base := &benchFlaky{fail: benchResponse(http.StatusServiceUnavailable), ok: benchResponse(http.StatusOK)}
+			tr := New(base, append([]Option{WithClock(newBenchClock())}, bc.opts...)...)
+			req := benchGet(b, context.Background())
+			b.ReportAllocs()
+			for b.Loop() {
+				resp, err := tr.RoundTrip(req)
+				if err != nil {
+					b.Fatal(err)
+				}
+				if resp.StatusCode != http.StatusOK {
+					b.Fatalf("status %d, want 200 after one retry", resp.StatusCode)
+				}
+			}
+			if base.n%2 != 0 {
+				b.Fatalf("base saw %d tries, want an even number (503, 200 per call)", base.n)
+			}
+		})
+	}
+}
+
+// BenchmarkParseRetryAfter covers every form R5 accepts, and two it rejects.
+func BenchmarkParseRetryAfter(b *testing.B) {
+	now := benchEpoch
+	at := now.Add(30 * time.Second).UTC()
+	for _, bc := range []struct{ name, key, value string }{
+		{"absent", "", ""},
+		{"ms", "Retry-After-Ms", "1500"},
+		{"seconds", "Retry-After", "2"},
+		{"decimal", "Retry-After", "1.5"},
+		{"imf-fixdate", "Retry-After", at.Format(http.TimeFormat)},
+		{"rfc850", "Retry-After", at.Format(time.RFC850)},
+		{"asctime", "Retry-After", at.Format(time.ANSIC)},
+		{"invalid", "Retry-After", "soon"},
+	} {
+		b.Run(bc.name, func(b *testing.B) {
+			h := http.Header{}
+			if bc.key != "" {
+				h.Set(bc.key, bc.value)
+			}
+			_, wantOK := ParseRetryAfter(h, now)
+			if wantOK != (bc.name != "absent" && bc.name != "invalid") {
+				b.Fatalf("ParseRetryAfter(%s: %q) ok = %v", bc.key, bc.value, wantOK)
+			}
+			b.ReportAllocs()
+			for b.Loop() {
+				benchSinkDuration, benchSinkOK = ParseRetryAfter(h, now)
+			}
+		})
+	}
+}
+
+// BenchmarkBackoffDelay is the pure delay computation of R4: the first retry,
+// the second, and one far past the cap.
+func BenchmarkBackoffDelay(b *testing.B) {
+	for _, retry := range []int{1, 2, 30} {
+		b.Run("retry="+strconv.Itoa(retry), func(b *testing.B) {
+			b.ReportAllocs()
+			random := 0.0
+			for b.Loop() {
+				benchSinkDuration = DefaultBackoff.Delay(retry, random)
+				random += 0.125
+				if random >= 1 {
+					random = 0
 				}
 			}
 		})
 	}
 }
 
-var sinkDuration time.Duration
+var (
+	benchSinkDuration time.Duration
+	benchSinkOK       bool
+)
+
+// benchEpoch is where benchClock starts, and the "now" of the parsers.
+var benchEpoch = time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)

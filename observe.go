@@ -82,7 +82,7 @@ const (
 )
 
 // logRetry writes the Warn entry that makes every retry visible (R14).
-func logRetry(l *zap.Logger, r *http.Request, rawURL string, retry, maxRetries, status int, wait time.Duration, from WaitSource, err error) {
+func logRetry(l *zap.Logger, r *http.Request, retry, maxRetries, status int, wait time.Duration, from WaitSource, err error) {
 	ce := l.Check(zap.WarnLevel, msgRetrying)
 	if ce == nil {
 		return
@@ -94,7 +94,7 @@ func logRetry(l *zap.Logger, r *http.Request, rawURL string, retry, maxRetries, 
 		zap.Int64("wait_ms", wait.Milliseconds()),
 		zap.String("wait_from", from.String()),
 		zap.String("method", r.Method),
-		zap.String("url", rawURL),
+		zap.String("url", safeURL(r.URL)),
 	}
 	if err != nil {
 		// The text only: zap.Error would add errorVerbose, the error's %+v,
@@ -106,7 +106,7 @@ func logRetry(l *zap.Logger, r *http.Request, rawURL string, retry, maxRetries, 
 
 // logGiveUp writes the one Warn entry of a call that stops after a Transient
 // or Throttled try (R14).
-func logGiveUp(l *zap.Logger, rawURL string, reason Outcome, tries int, waited time.Duration, status int, err error) {
+func logGiveUp(l *zap.Logger, r *http.Request, reason Outcome, tries int, waited time.Duration, status int, err error) {
 	ce := l.Check(zap.WarnLevel, msgGivingUp)
 	if ce == nil {
 		return
@@ -116,7 +116,7 @@ func logGiveUp(l *zap.Logger, rawURL string, reason Outcome, tries int, waited t
 		zap.Int("tries", tries),
 		zap.Int64("waited_ms", waited.Milliseconds()),
 		zap.Int("status", status),
-		zap.String("url", rawURL),
+		zap.String("url", safeURL(r.URL)),
 	}
 	if err != nil {
 		// The text only: zap.Error would add errorVerbose, the error's %+v,

@@ -176,7 +176,7 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	}
 	var (
 		sofar    progress // what an *Error reports
-		redacted string   // scheme://host/path, made when first needed
+		redacted string   // scheme://host/path for the Observer, made once
 	)
 	for try := 1; ; try++ {
 		sofar.tries = try
@@ -272,11 +272,8 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 			}
 			return nil, sofar.fail(Done, safeErr)
 		}
-		if redacted == "" {
-			redacted = safeURL(req.URL)
-		}
 		if outcome != Retrying {
-			logGiveUp(c.logger, redacted, outcome, try, sofar.waited, status, safeErr)
+			logGiveUp(c.logger, req, outcome, try, sofar.waited, status, safeErr)
 			// R8: with a Budget, a rate limit that cannot be waited out fails fast.
 			if budget != nil && (class == Throttled || outcome == OutOfTime && hasAsk && ask >= left) {
 				if resp != nil {
@@ -291,7 +288,7 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 		}
 
 		// Wait.
-		logRetry(c.logger, req, redacted, try, c.maxRetries, status, wait, from, safeErr)
+		logRetry(c.logger, req, try, c.maxRetries, status, wait, from, safeErr)
 		if resp != nil {
 			t.discard(resp) // R10: lets the connection be reused
 		}
@@ -301,7 +298,7 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 			}
 			sofar.waited += wait - unused
 			closeBody(body)
-			logGiveUp(c.logger, redacted, Canceled, try, sofar.waited, status, ctx.Err())
+			logGiveUp(c.logger, req, Canceled, try, sofar.waited, status, ctx.Err())
 			return nil, sofar.fail(Canceled, ctx.Err())
 		}
 		sofar.waited += wait

@@ -1,0 +1,20 @@
+module github.com/retryhttp/retryhttp/bench
+
+go 1.24
+
+require (
+	github.com/failsafe-go/failsafe-go v0.9.8
+	github.com/hashicorp/go-retryablehttp v0.7.8
+	github.com/retryhttp/retryhttp v0.0.0-00010101000000-000000000000
+)
+
+require (
+	github.com/benbjohnson/clock v1.3.5 // indirect
+	github.com/bits-and-blooms/bitset v1.24.4 // indirect
+	github.com/hashicorp/go-cleanhttp v0.5.2 // indirect
+	github.com/influxdata/tdigest v0.0.1 // indirect
+	go.uber.org/multierr v1.10.0 // indirect
+	go.uber.org/zap v1.28.0 // indirect
+)
+
+replace github.com/retryhttp/retryhttp => ../
