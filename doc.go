@@ -67,8 +67,12 @@
 //
 // Where the rules above are silent, the transport follows net/http: a base
 // that returns both a response and an error has the response closed and the
-// error used; a base that returns neither is a transport error; a retry is
-// never made of a request whose URL has no host or is not http or https.
+// error used; a base that returns neither is a transport error; a response
+// with a nil Body gets http.NoBody; a retry is never made of a request whose
+// URL has no host or is not http or https. With a try timeout, the drain of a
+// failed body is bounded by it too, so a server that stalls after its error
+// headers cannot stall the loop. X-Should-Retry is read without regard to
+// case, and a caller's Idempotency-Key counts in any spelling.
 // Testing: pass clock.NewMock() to WithClock and advance it; every time read
 // and every wait goes through it.
 package retryhttp
