@@ -59,35 +59,33 @@ func (c *ttClock) armed() int {
 	return n
 }
 
-// ttDrive runs tr.RoundTrip(req) and moves clk on: by d each time a try
-// reports on hung that it is blocked waiting for headers, and through each
-// backoff wait the transport starts. It fails the test after 10 s of real
-// time.
+// ttDrive is driveWith for try-timeout tests: besides moving the clock
+// through each backoff wait, it moves it on by d each time a try reports on
+// hung that it is blocked waiting for headers, by way of fakeClock.spend so
+// that the one driver goroutine does all the advancing.
 func ttDrive(t *testing.T, tr http.RoundTripper, clk *ttClock, req *http.Request, hung <-chan struct{}, d time.Duration) result {
 	t.Helper()
-	done := make(chan result, 1)
+	stop := make(chan struct{})
+	pumped := make(chan struct{})
 	go func() {
-		resp, err := tr.RoundTrip(req)
-		done <- result{resp: resp, err: err}
-	}()
-	var waits []time.Duration
-	deadline := time.NewTimer(10 * time.Second)
-	defer deadline.Stop()
-	for {
-		select {
-		case <-hung:
-			clk.Add(d)
-		case w := <-clk.waits:
-			waits = append(waits, w)
-			clk.Add(w)
-		case r := <-done:
-			r.waits = waits
-			return r
-		case <-deadline.C:
-			t.Fatalf("RoundTrip did not return within 10 s of real time (waits so far %v)", waits)
-			return result{}
+		defer close(pumped)
+		for {
+			select {
+			case <-hung:
+				done := make(chan struct{})
+				select {
+				case clk.spend <- spendReq{d: d, done: done}:
+					<-done
+				case <-stop:
+					return
+				}
+			case <-stop:
+				return
+			}
 		}
-	}
+	}()
+	defer func() { close(stop); <-pumped }()
+	return driveWith(t, tr, clk.fakeClock, req, nil)
 }
 
 // ttBase is a fake base whose first hangs tries block until their context
