@@ -61,3 +61,6 @@ func (e *Error) Error() string {
 
 // Unwrap returns the cause.
 func (e *Error) Unwrap() error { return e.Err }
+
+// Timeout reports whether the cause is a timeout (R9). Not built yet.
+func (e *Error) Timeout() bool { return false }

@@ -41,15 +41,18 @@ type WaitSource uint8
 const (
 	FromBackoff    WaitSource = iota // the transport's own Backoff
 	FromRetryAfter                   // the server's Retry-After, being the larger
+	FromCooldown                     // the rest of a shared Cooldown, being the largest
 )
 
-// String returns "backoff" or "retry-after".
+// String returns "backoff", "retry-after" or "cooldown".
 func (w WaitSource) String() string {
 	switch w {
 	case FromBackoff:
 		return "backoff"
 	case FromRetryAfter:
 		return "retry-after"
+	case FromCooldown:
+		return "cooldown"
 	}
 	return "wait_source(" + itoa(int(w)) + ")"
 }
@@ -68,6 +71,7 @@ type Attempt struct {
 	Wait     time.Duration // wait before the next try; 0 unless Outcome is Retrying
 	From     WaitSource    // which side set Wait
 	Outcome  Outcome       // what the transport does next; never Canceled
+	Held     time.Duration // waited for a Cooldown just before this try; 0 when none
 }
 
 // An Observer is told of every try, in order, synchronously, before any wait,

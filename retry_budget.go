@@ -69,6 +69,10 @@ func (b *Budget) Left() time.Duration {
 	return max(b.max-b.Waited(), 0)
 }
 
+// Err returns the first *Error wrapping ErrRateLimited returned to a call
+// carrying b (R20); nil until then. Not built yet.
+func (b *Budget) Err() error { return nil }
+
 // reserve charges wait when it is shorter than both limit and what is left
 // (R7), in one atomic step so that two requests racing for the last of the
 // budget cannot both win.

@@ -186,7 +186,7 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 		if c.observe != nil {
 			start = c.clock.Now()
 		}
-		resp, err := t.send(ctx, send)
+		resp, err := t.send(send)
 		if c.observe != nil {
 			elapsed = c.clock.Since(start)
 		}
@@ -303,13 +303,31 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 		}
 		sofar.waited += wait
 
-		// Rewind: every retry is a clone with a fresh body (R1, R10).
-		next := send.Clone(ctx)
+		// Rewind: every retry is a clone with a fresh body (R1, R10), and a
+		// context that tells the base how many tries went before it (R21).
+		next := send.Clone(context.WithValue(ctx, resendKey{}, try))
 		if body != nil {
 			next.Body = body
 		}
 		send = next
 	}
+}
+
+// resendKey is the context key of a retry's resend count (R21).
+type resendKey struct{}
+
+// ResendCount returns how many tries of this call were sent before the one
+// whose context is ctx (R21): 0 on the first try, 1 on the first retry, and
+// 0 for a context that did not come from a Transport (or a nil one). A base
+// RoundTripper below the retries (a tracer, a logger) reads it from its
+// request's context; it is OpenTelemetry's http.request.resend_count. The
+// first try carries nothing, so it costs nothing.
+func ResendCount(ctx context.Context) int {
+	if ctx == nil {
+		return 0
+	}
+	n, _ := ctx.Value(resendKey{}).(int)
+	return n
 }
 
 // progress is what a call has come to so far, for the *Error that ends it (R9).
@@ -327,11 +345,12 @@ func (f *progress) fail(reason Outcome, cause error) *Error {
 // send makes one try. With a try timeout (R13) the try runs under its own
 // context, cancelled by a timer on the injected clock if the headers are
 // late, or when the returned body is closed: a stream outlives the timeout.
-func (t *Transport) send(ctx context.Context, r *http.Request) (*http.Response, error) {
+func (t *Transport) send(r *http.Request) (*http.Response, error) {
 	d := t.cfg.tryTimeout
 	if d <= 0 {
 		return checkResult(t.base.RoundTrip(r))
 	}
+	ctx := r.Context()
 	tryCtx, cancel := context.WithCancelCause(ctx)
 	timer := t.cfg.clock.AfterFunc(d, func() { cancel(errTryTimedOut) })
 	resp, err := checkResult(t.base.RoundTrip(r.WithContext(tryCtx)))

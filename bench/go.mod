@@ -1,6 +1,6 @@
 module github.com/retryhttp/retryhttp/bench
 
-go 1.24
+go 1.25
 
 require (
 	github.com/failsafe-go/failsafe-go v0.9.8
