@@ -3,9 +3,11 @@ package retryhttp
 import (
 	"context"
 	"errors"
+	"github.com/stretchr/testify/assert"
 	"net/http"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 )
@@ -251,57 +253,97 @@ func TestBudgetSharedBySequentialCalls(t *testing.T) {
 	}
 }
 
-// TestBudgetSharedByConcurrentCalls: eight calls at once on one Budget never
-// charge more than it holds, whatever the interleaving.
-func TestBudgetSharedByConcurrentCalls(t *testing.T) {
-	for round := 0; round < 5; round++ {
-		clk := newFakeClock()
-		budget := NewBudget(2 * time.Second)
-		ctx := WithBudget(context.Background(), budget)
-		always503 := roundTripperFunc(func(*http.Request) (*http.Response, error) { return respond(503, "busy"), nil })
-		tr := New(always503, WithClock(clk), WithMaxRetries(10),
-			WithBackoff(Backoff{Base: 400 * time.Millisecond, Factor: 1}))
-
-		var wg sync.WaitGroup
-		var totalWaited time.Duration
-		for i := 0; i < 8; i++ {
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				resp, err := tr.RoundTrip(newRequest(t, ctx, "GET", "https://api.example.com", nil))
-				if err != nil {
-					t.Errorf("call: %v", err)
-					return
-				}
-				resp.Body.Close()
-			}()
-		}
-		done := make(chan struct{})
-		go func() { wg.Wait(); close(done) }()
-		var waits int
-		timeout := time.After(10 * time.Second)
-	drive:
-		for {
-			select {
-			case d := <-clk.waits:
-				waits++
-				totalWaited += d
-				clk.Add(d)
-			case <-done:
-				for len(clk.waits) > 0 { // waits an earlier Add already fired
-					totalWaited += <-clk.waits
-					waits++
-				}
-				break drive
-			case <-timeout:
-				t.Fatal("calls did not finish")
-			}
-		}
-		// 400ms fits while waited+400ms < 2s: four waits, 1.6s, and no more.
-		if budget.Waited() != 1600*time.Millisecond || waits != 4 || totalWaited != 1600*time.Millisecond {
-			t.Fatalf("round %d: budget waited %v over %d waits (slept %v); want 1.6s over 4", round, budget.Waited(), waits, totalWaited)
+// TestBudgetReserveIsAtomic: callers at once on one Budget never charge
+// more than it holds. The race is made certain, not likely: every caller
+// reads the Budget before any of them charges it (reserveRace holds the first
+// read of each there), so a charge that read and then stored apart would let
+// all of them through; a compare-and-swap lets exactly the room through.
+func TestBudgetReserveIsAtomic(t *testing.T) {
+	const room, callers = 4, 12 // room for exactly 4 waits of 400ms; 12 callers want one each
+	budget := NewBudget(room*400*time.Millisecond + time.Millisecond)
+	var (
+		arrivals atomic.Int32
+		all      = make(chan struct{})
+	)
+	reserveRace = func() {
+		switch n := arrivals.Add(1); {
+		case n < callers:
+			<-all // the first read of every caller meets here
+		case n == callers:
+			close(all)
 		}
 	}
+	t.Cleanup(func() { reserveRace = nil })
+
+	var (
+		wg  sync.WaitGroup
+		won atomic.Int32
+	)
+	for range callers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if budget.reserve(400*time.Millisecond, maxDuration) {
+				won.Add(1)
+			}
+		}()
+	}
+	wg.Wait()
+	assert.Equal(t, int32(room), won.Load(), "callers charged")
+	assert.Equal(t, room*400*time.Millisecond, budget.Waited())
+}
+
+// TestBudgetSharedByConcurrentCalls: eight calls at once through the
+// transport on one 2s Budget get exactly four 400ms waits between them,
+// whatever the interleaving, and the Budget shows exactly what they waited.
+func TestBudgetSharedByConcurrentCalls(t *testing.T) {
+	clk := newFakeClock()
+	budget := NewBudget(2 * time.Second)
+	ctx := WithBudget(context.Background(), budget)
+	var (
+		mu     sync.Mutex
+		waited time.Duration
+		waits  int
+	)
+	always503 := roundTripperFunc(func(*http.Request) (*http.Response, error) { return respond(503, "busy"), nil })
+	tr := New(always503, WithClock(clk), WithMaxRetries(10), WithBackoff(Backoff{Base: 400 * time.Millisecond}),
+		WithObserver(func(_ context.Context, a Attempt) {
+			if a.Outcome == Retrying {
+				mu.Lock()
+				waited += a.Wait
+				waits++
+				mu.Unlock()
+			}
+		}))
+	var wg sync.WaitGroup
+	for range 8 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			resp, err := tr.RoundTrip(newRequest(t, ctx, "GET", "https://api.example.com", nil))
+			if assert.NoError(t, err) {
+				assert.Equal(t, 503, resp.StatusCode, "the last 503, handed back when the wait does not fit")
+				resp.Body.Close()
+			}
+		}()
+	}
+	done := make(chan struct{})
+	go func() { wg.Wait(); close(done) }()
+	timeout := time.After(10 * time.Second)
+	for finished := false; !finished; {
+		select {
+		case d := <-clk.waits:
+			clk.Add(d)
+		case <-done:
+			finished = true
+		case <-timeout:
+			t.Fatal("calls did not finish")
+		}
+	}
+	// 400ms fits while waited+400ms < 2s: four waits, 1.6s, and no more.
+	assert.Equal(t, 4, waits)
+	assert.Equal(t, 1600*time.Millisecond, waited)
+	assert.Equal(t, 1600*time.Millisecond, budget.Waited())
 }
 
 // TestBudgetRefundOnCancel: a wait cut short gives back what it did not use.

@@ -1,6 +1,7 @@
 package retryhttp
 
 import (
+	"context"
 	"errors"
 	"strings"
 	"time"
@@ -62,5 +63,19 @@ func (e *Error) Error() string {
 // Unwrap returns the cause.
 func (e *Error) Unwrap() error { return e.Err }
 
-// Timeout reports whether the cause is a timeout (R9). Not built yet.
-func (e *Error) Timeout() bool { return false }
+// Timeout reports whether the cause is a timeout: a net.Error whose Timeout
+// is true (a dial or ResponseHeaderTimeout), a try that ran out of
+// WithTryTimeout, or the caller's deadline (context.DeadlineExceeded). So
+// os.IsTimeout(err) and (*url.Error).Timeout(), which ask only the error
+// right inside them, answer through the transport as they do without it
+// (R9).
+func (e *Error) Timeout() bool {
+	if e == nil || e.Err == nil {
+		return false
+	}
+	if errors.Is(e.Err, context.DeadlineExceeded) {
+		return true
+	}
+	var t interface{ Timeout() bool }
+	return errors.As(e.Err, &t) && t.Timeout()
+}

@@ -9,6 +9,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"runtime"
 	"strconv"
 	"strings"
 	"sync"
@@ -16,6 +17,9 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 )
 
 // Fault injection on real loopback connections: what only a real connection
@@ -325,7 +329,15 @@ func TestFaultThrottleStorm(t *testing.T) {
 		io.WriteString(w, "ok")
 	})
 	clk := newFakeClock()
-	tr := New(faultBase(t), WithClock(clk), WithBackoff(Backoff{Base: 10 * time.Millisecond}))
+	var waits []time.Duration // what each retry waits: the server's ask
+	tr := New(faultBase(t), WithClock(clk), WithBackoff(Backoff{Base: 10 * time.Millisecond}),
+		WithObserver(func(_ context.Context, a Attempt) {
+			if a.Outcome == Retrying {
+				mu.Lock()
+				waits = append(waits, a.Wait)
+				mu.Unlock()
+			}
+		}))
 
 	ctx, cancel := context.WithCancel(context.Background())
 	watchdog := time.AfterFunc(10*time.Second, cancel)
@@ -351,24 +363,19 @@ func TestFaultThrottleStorm(t *testing.T) {
 		}()
 	}
 	// Drive the clock: every wait a caller starts is registered before it
-	// is reported, so advancing by it always lets it fire.
+	// is reported, so advancing by it always lets it fire. (A wait counts
+	// from its response, so on this shared clock a caller's timer may be
+	// shorter than its wait by what others advanced meanwhile.)
 	allDone := make(chan struct{})
 	go func() { wg.Wait(); close(allDone) }()
-	var waits []time.Duration
 drive:
 	for {
 		select {
 		case d := <-clk.waits:
-			waits = append(waits, d)
 			clk.Add(d)
 		case <-allDone:
 			break drive
 		}
-	}
-	// A caller's timer may fire on another's advance before its own report
-	// is read: count what is left.
-	for len(clk.waits) > 0 {
-		waits = append(waits, <-clk.waits)
 	}
 	close(statuses)
 	for s := range statuses {
@@ -777,6 +784,121 @@ func TestFaultIdempotentRetryAppliedOnce(t *testing.T) {
 			mu.Unlock()
 			tr.CloseIdleConnections()
 			srv.waitNoConns(t)
+		})
+	}
+}
+
+// transportGoroutines counts the goroutines of the transport still running:
+// a read ahead of a failed body that was not abandoned (R10).
+func transportGoroutines() int {
+	buf := make([]byte, 1<<20)
+	return strings.Count(string(buf[:runtime.Stack(buf, true)]), "retryhttp.(*readAhead).run")
+}
+
+// goneWithin waits until the transport has no goroutine left and returns how
+// long that took, failing after a second.
+func goneWithin(t *testing.T) time.Duration {
+	t.Helper()
+	start := time.Now()
+	for transportGoroutines() > 0 {
+		if time.Since(start) > time.Second {
+			t.Errorf("a goroutine of the transport still runs 1 s after RoundTrip returned")
+			break
+		}
+		time.Sleep(time.Millisecond)
+	}
+	return time.Since(start)
+}
+
+// A failed response whose body stalls never holds the call (R10): the
+// transport reads it for itself at most bodyTimeout where no wait follows,
+// overlaps the read with the wait where one does, and closes a stalled body,
+// which ends the read. The server sends 7 of the 1000 bytes it declares, then
+// nothing, as in the report that found the hang.
+func TestFaultStalledBody(t *testing.T) {
+	for _, tc := range []struct {
+		name       string
+		status     int
+		retryAfter string
+		json       bool
+		budget     bool
+		deadline   time.Duration // real; 0: none
+		maxRetries int
+		wantStatus int  // of what the caller gets; 0: an error
+		wantLimit  bool // the error is ErrRateLimited
+		wantTries  int
+	}{
+		{name: "503, retried: the stalled body is closed", status: 503, maxRetries: 2, wantStatus: 200, wantTries: 2},
+		{name: "JSON 429, retried: the read ahead is closed", status: 429, json: true, maxRetries: 2, wantStatus: 200, wantTries: 2},
+		{name: "3 s deadline, 400 ms backoff: the retry goes", status: 503, deadline: 3 * time.Second, maxRetries: 2, wantStatus: 200, wantTries: 2},
+		{name: "public-tier 429 is retried when the wait fits", status: 429, budget: true, maxRetries: 2, wantStatus: 200, wantTries: 2},
+		{name: "public-tier 429, Retry-After 30: fails fast", status: 429, retryAfter: "30", budget: true, maxRetries: 2, wantLimit: true, wantTries: 1},
+		{name: "public-tier JSON 429, Retry-After 30: fails fast", status: 429, retryAfter: "30", json: true, budget: true, maxRetries: 2, wantLimit: true, wantTries: 1},
+		{name: "no retries: the 503 is handed back unread", status: 503, maxRetries: 0, wantStatus: 503, wantTries: 1},
+		{name: "no retries: the JSON 429 is handed back whole", status: 429, json: true, maxRetries: 0, wantStatus: 429, wantTries: 1},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ttNoLeak(t)
+			var tries atomic.Int32
+			srv := newFaultServer(t, func(w http.ResponseWriter, r *http.Request) {
+				if tries.Add(1) > 1 {
+					io.WriteString(w, "ok")
+					return
+				}
+				if tc.json {
+					w.Header().Set("Content-Type", "application/json")
+				}
+				if tc.retryAfter != "" {
+					w.Header().Set("Retry-After", tc.retryAfter)
+				}
+				w.Header().Set("Content-Length", "1000")
+				w.WriteHeader(tc.status)
+				io.WriteString(w, `{"err":`)
+				w.(http.Flusher).Flush()
+				select { // stall until the client goes, 5 s at most
+				case <-r.Context().Done():
+				case <-time.After(5 * time.Second):
+				}
+			})
+			base := faultBase(t)
+			clk := newFakeClock()
+			clk.Set(time.Now()) // real deadlines compare with the fake clock's now
+			tr := New(base, WithClock(clk), WithBackoff(noJitter), WithMaxRetries(tc.maxRetries))
+			ctx := context.Background()
+			if tc.budget {
+				ctx = WithBudget(ctx, NewBudget(PublicTierMaxWait))
+			}
+			if tc.deadline > 0 {
+				var cancel context.CancelFunc
+				ctx, cancel = context.WithTimeout(ctx, tc.deadline)
+				defer cancel()
+			}
+			start := time.Now()
+			got := drive(t, tr, clk, newRequest(t, ctx, http.MethodPost, srv.URL, []byte(`{"q":1}`)))
+			took := time.Since(start)
+			if got.resp != nil && got.resp.StatusCode != 200 {
+				// Handed back whole: the 7 bytes sent at once, then the
+				// stall is the caller's, as without the transport.
+				b := make([]byte, 7)
+				_, err := io.ReadFull(got.resp.Body, b)
+				require.NoError(t, err)
+				assert.Equal(t, `{"err":`, string(b))
+				got.resp.Body.Close()
+			}
+			gone := goneWithin(t)
+			t.Logf("RoundTrip returned after %v of real time; the transport's goroutines were gone %v later", took, gone)
+			if took > time.Second {
+				t.Errorf("RoundTrip took %v of real time: it waited on a stalled body", took)
+			}
+			assert.Equal(t, tc.wantTries, int(tries.Load()), "tries")
+			if tc.wantStatus == 0 {
+				require.Error(t, got.err)
+				assert.Equal(t, tc.wantLimit, errors.Is(got.err, ErrRateLimited), "ErrRateLimited in %v", got.err)
+				return
+			}
+			require.NoError(t, got.err)
+			defer got.resp.Body.Close()
+			assert.Equal(t, tc.wantStatus, got.resp.StatusCode)
 		})
 	}
 }

@@ -180,7 +180,7 @@ var fzErrors = []struct {
 	{fmt.Errorf("handshake: %w", x509.HostnameError{Host: "api.example.com", Certificate: &x509.Certificate{}}), Permanent},
 	{&url.Error{Op: "Post", URL: "https://api.example.com", Err: x509.CertificateInvalidError{Reason: x509.Expired}}, Permanent},
 	{errors.New("boom"), Transient},
-	{tls.RecordHeaderError{Msg: "first record does not look like a TLS handshake"}, Transient},
+	{tls.RecordHeaderError{Msg: "first record does not look like a TLS handshake"}, Permanent}, // plain HTTP to https:// (R2)
 }
 
 // fzURLs are the request URLs FuzzClassify picks from, and whether R2 lets

@@ -83,7 +83,22 @@ type Observer func(ctx context.Context, a Attempt)
 const (
 	msgRetrying = "llm transient failure — retrying"
 	msgGivingUp = "llm transient failure — giving up"
+	msgHolding  = "llm rate limit — waiting for cooldown"
 )
+
+// logHold writes the Warn entry of a call held by a Cooldown (R17).
+func logHold(l *zap.Logger, r *http.Request, wait time.Duration) {
+	ce := l.Check(zap.WarnLevel, msgHolding)
+	if ce == nil {
+		return
+	}
+	ce.Write(
+		zap.Int64("wait_ms", wait.Milliseconds()),
+		zap.String("wait_from", FromCooldown.String()),
+		zap.String("method", r.Method),
+		zap.String("url", safeURL(r.URL)),
+	)
+}
 
 // logRetry writes the Warn entry that makes every retry visible (R14).
 func logRetry(l *zap.Logger, r *http.Request, retry, maxRetries, status int, wait time.Duration, from WaitSource, err error) {

@@ -2,7 +2,7 @@ package retryhttp
 
 import (
 	"math"
-	"sync"
+	"sync/atomic"
 )
 
 // A Quota keeps retries from multiplying an outage: a token bucket shared by
@@ -15,10 +15,9 @@ import (
 //
 // A Quota is safe for concurrent use by multiple goroutines.
 type Quota struct {
-	mu     sync.Mutex
 	max    float64
 	ratio  float64
-	tokens float64
+	tokens atomic.Uint64 // math.Float64bits of the tokens left
 }
 
 // NewQuota returns a full Quota of maxTokens that every successful or
@@ -36,18 +35,28 @@ func NewQuota(maxTokens, ratio float64) *Quota {
 	if !(ratio > 0) {
 		ratio = 0
 	}
-	return &Quota{max: maxTokens, ratio: ratio, tokens: maxTokens}
+	q := &Quota{max: maxTokens, ratio: ratio}
+	q.tokens.Store(math.Float64bits(maxTokens))
+	return q
 }
 
 // record accounts for one try of class c and reports whether a retry after
-// it is allowed.
+// it is allowed. It takes no lock, and a success that finds the bucket full
+// writes nothing, so that a Quota shared by every call scales with cores
+// (R16), as gRPC's retry throttling does with atomics.
 func (q *Quota) record(c Class) (retryAllowed bool) {
-	q.mu.Lock()
-	defer q.mu.Unlock()
-	if c == Transient || c == Throttled {
-		q.tokens = max(q.tokens-1, 0)
-	} else {
-		q.tokens = min(q.tokens+q.ratio, q.max)
+	for {
+		old := q.tokens.Load()
+		tokens := math.Float64frombits(old)
+		next := min(tokens+q.ratio, q.max)
+		if c == Transient || c == Throttled {
+			next = max(tokens-1, 0)
+		}
+		if next == tokens || q.tokens.CompareAndSwap(old, math.Float64bits(next)) {
+			return q.max > 0 && next > q.max/2
+		}
 	}
-	return q.max > 0 && q.tokens > q.max/2
 }
+
+// left returns the tokens in the bucket.
+func (q *Quota) left() float64 { return math.Float64frombits(q.tokens.Load()) }

@@ -97,14 +97,14 @@ func TestQuotaAccounting(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			q := NewQuota(tc.max, tc.ratio)
-			if q.tokens != tc.wantStart {
-				t.Fatalf("NewQuota(%v, %v) starts with %v tokens, want %v", tc.max, tc.ratio, q.tokens, tc.wantStart)
+			if q.left() != tc.wantStart {
+				t.Fatalf("NewQuota(%v, %v) starts with %v tokens, want %v", tc.max, tc.ratio, q.left(), tc.wantStart)
 			}
 			for i, s := range tc.steps {
 				retry := q.record(s.class)
-				if retry != s.wantRetry || q.tokens != s.wantTokens {
+				if retry != s.wantRetry || q.left() != s.wantTokens {
 					t.Errorf("step %d, a %v try: retry %v with %v tokens, want %v with %v",
-						i+1, s.class, retry, q.tokens, s.wantRetry, s.wantTokens)
+						i+1, s.class, retry, q.left(), s.wantRetry, s.wantTokens)
 				}
 			}
 		})

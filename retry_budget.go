@@ -22,6 +22,7 @@ const PublicTierMaxWait = 10 * time.Second
 type Budget struct {
 	max    time.Duration
 	waited atomic.Int64 // nanoseconds charged, less what was given back
+	err    atomic.Pointer[Error]
 }
 
 // NewBudget returns a Budget that allows maxWait of waiting in all. A maxWait
@@ -69,9 +70,26 @@ func (b *Budget) Left() time.Duration {
 	return max(b.max-b.Waited(), 0)
 }
 
-// Err returns the first *Error wrapping ErrRateLimited returned to a call
-// carrying b (R20); nil until then. Not built yet.
-func (b *Budget) Err() error { return nil }
+// Err returns the first *Error wrapping ErrRateLimited that the transport
+// returned to a call carrying b, and nil until then (or for a nil Budget).
+// Some SDKs replace the transport's error with their own text, so that
+// errors.Is cannot find ErrRateLimited in what they return; after such a
+// call the Budget can still tell "busy" from "down", and RetryAfter says
+// for how long (R20).
+func (b *Budget) Err() error {
+	if b == nil {
+		return nil
+	}
+	if e := b.err.Load(); e != nil {
+		return e
+	}
+	return nil // a nil *Error in an error interface would not be nil
+}
+
+// noteErr keeps e if it is the first rate-limit error of b (R20).
+func (b *Budget) noteErr(e *Error) {
+	b.err.CompareAndSwap(nil, e)
+}
 
 // reserve charges wait when it is shorter than both limit and what is left
 // (R7), in one atomic step so that two requests racing for the last of the
@@ -85,11 +103,19 @@ func (b *Budget) reserve(wait, limit time.Duration) bool {
 		if wait >= b.max-time.Duration(waited) {
 			return false
 		}
+		if reserveRace != nil {
+			reserveRace()
+		}
 		if b.waited.CompareAndSwap(waited, waited+int64(wait)) {
 			return true
 		}
 	}
 }
+
+// reserveRace, when a test sets it, runs between reading the Budget and
+// charging it: a test holds every caller there at once to prove that the
+// charge is one atomic step.
+var reserveRace func()
 
 // refund gives back the part of a charged wait that was not slept.
 func (b *Budget) refund(unused time.Duration) {

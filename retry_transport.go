@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"io"
+	"math"
 	"math/rand/v2"
 	"net/http"
 	"strings"
@@ -23,7 +24,7 @@ import (
 type Transport struct {
 	base  http.RoundTripper
 	cfg   config
-	calls atomic.Uint64 // numbers the calls that an Observer sees
+	calls callNumbers // numbers the calls that an Observer sees
 }
 
 type config struct {
@@ -36,6 +37,7 @@ type config struct {
 	tryTimeout     time.Duration
 	idempotencyKey bool
 	quota          *Quota
+	cooldown       *Cooldown
 }
 
 // An Option configures a Transport in New.
@@ -59,12 +61,15 @@ func New(base http.RoundTripper, opts ...Option) *Transport {
 			opt(&t.cfg)
 		}
 	}
+	if t.cfg.cooldown != nil {
+		t.cfg.cooldown.bind(t.cfg.clock)
+	}
 	return t
 }
 
 // WithMaxRetries sets how many times a request may be sent again after its
 // first try: n+1 tries in all. The default is 2; 0 or a negative n means
-// never retry.
+// never retry; math.MaxInt means no limit but the deadline and the Budget.
 func WithMaxRetries(n int) Option {
 	return func(c *config) { c.maxRetries = max(n, 0) }
 }
@@ -160,148 +165,246 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 		return nil, errors.New("retryhttp: nil Request.URL")
 	}
 	c := &t.cfg
-	ctx := req.Context()
-	budget := BudgetFrom(ctx)
-	maxTries := c.maxRetries + 1
-	// R10: a body without GetBody can be sent once and never again.
-	replayable := req.Body == nil || req.Body == http.NoBody || req.GetBody != nil
-
 	send := req // R1: the first try may send the caller's request itself
 	if c.idempotencyKey && needsIdempotencyKey(req) {
 		send = withIdempotencyKey(req) // R11: on a clone, once for every try
 	}
+	if c.observe != nil || c.cooldown != nil && c.cooldown.active.Load() > 0 {
+		return t.roundTrip(req, send, nil)
+	}
+	// The happy path (R16): one try, and back when it needs nothing more.
+	resp, err := t.send(send)
+	class := c.classify(req, resp, err)
+	if class == Permanent && c.cooldown == nil {
+		if c.quota != nil {
+			c.quota.record(Permanent)
+		}
+		return resp, err // R6: the body is the caller's; R9: a first Permanent error unchanged
+	}
+	return t.roundTrip(req, send, &tried{resp: resp, err: err, class: class})
+}
+
+// tried is a try that RoundTrip made before handing the call to roundTrip.
+type tried struct {
+	resp  *http.Response
+	err   error
+	class Class
+}
+
+// roundTrip is the retry loop: hold, try, classify, decide, report, wait,
+// rewind. first is the first try when RoundTrip already made it.
+func (t *Transport) roundTrip(req, send *http.Request, first *tried) (*http.Response, error) {
+	c := &t.cfg
+	clk := c.clock
+	ctx := req.Context()
+	budget := BudgetFrom(ctx)
+	// R10: a body without GetBody can be sent once and never again.
+	replayable := req.Body == nil || req.Body == http.NoBody || req.GetBody != nil
 	var call uint64
 	if c.observe != nil {
-		call = t.calls.Add(1)
+		call = t.calls.next()
+	}
+	cd := c.cooldown
+	key, keyed := "", false // the Cooldown's key for req, made when first needed
+	keyOf := func() string {
+		if !keyed {
+			key, keyed = cd.keyOf(req), true
+		}
+		return key
 	}
 	var (
-		sofar    progress // what an *Error reports
+		p        progress // what an *Error reports
 		redacted string   // scheme://host/path for the Observer, made once
 	)
 	for try := 1; ; try++ {
-		sofar.tries = try
-		// Try.
-		var start time.Time
-		var elapsed time.Duration
-		if c.observe != nil {
-			start = c.clock.Now()
+		// Hold (R17): before every try, the first included, a call whose
+		// key is cooling waits for the rest of the cooldown.
+		var (
+			entry *cooling
+			held  time.Duration
+		)
+		if cd != nil && !(try == 1 && first != nil) && cd.active.Load() > 0 && keyOf() != "" {
+			var err error
+			if entry, held, err = t.hold(ctx, req, key, budget, &p); err != nil {
+				closeBody(send.Body) // R1: the caller's body, or a retry's fresh one, is closed unsent
+				return nil, err
+			}
 		}
-		resp, err := t.send(send)
-		if c.observe != nil {
-			elapsed = c.clock.Since(start)
+
+		// Try.
+		p.tries = try
+		var (
+			resp    *http.Response
+			err     error
+			class   Class
+			elapsed time.Duration
+		)
+		if try == 1 && first != nil {
+			resp, err, class = first.resp, first.err, first.class
+		} else {
+			var start time.Time
+			if c.observe != nil {
+				start = clk.Now()
+			}
+			resp, err = t.send(send)
+			if c.observe != nil {
+				elapsed = clk.Since(start)
+			}
+			// Classify, with the caller's request (R2).
+			class = c.classify(req, resp, err)
 		}
 		status := 0
 		if resp != nil {
 			status = resp.StatusCode
-			sofar.status = status
+			p.status = status
 		}
 
-		// Classify, with the caller's request (R2).
-		class := c.classify(req, resp, err)
-		quotaOK := c.quota == nil || c.quota.record(class) // R12: every try counts
-
-		// Decide (R9): the first reason to stop wins.
+		// What the provider says (R5, R18, R19). A response that is not
+		// retried anyway is not read: its body is the caller's.
 		var (
-			outcome = Retrying
-			ask     time.Duration // the server's Retry-After
-			hasAsk  bool
-			wait    time.Duration
-			from    WaitSource
-			left    = maxDuration // what the deadline and the Budget leave (R7)
-			body    io.ReadCloser // the next try's body (R10)
+			now    time.Time
+			ask    time.Duration
+			hasAsk bool
+			ahead  *readAhead // the failed body, read ahead: parsed, drained, or handed back whole
 		)
+		if resp != nil && (class != Permanent || cd != nil) {
+			now = clk.Now()
+		}
 		if resp != nil && class != Permanent {
-			if ask, hasAsk = ParseRetryAfter(resp.Header, c.clock.Now()); hasAsk {
-				sofar.retryAfter = ask
+			ask, hasAsk = ParseRetryAfter(resp.Header, now)
+			if isJSON(resp.Header) && resp.ContentLength <= maxDrain {
+				ahead = startReadAhead(resp.Body, true)
+				resp.Body = ahead // a response handed back yields every byte (R19)
+				ahead.wait(ctx, bodyTimeout)
+				hint := ParseErrorBody(ahead.bytes())
+				if hint.Exhausted {
+					class = Permanent // a spent quota is not "busy, try again in a minute"
+				} else if hint.RetryAfter > 0 && (!hasAsk || hint.RetryAfter > ask) {
+					ask, hasAsk = hint.RetryAfter, true
+				}
+			}
+			if hasAsk && class != Permanent {
+				p.retryAfter = ask
 			}
 		}
-		switch {
-		case class == Permanent:
-			outcome = Done
-		case try >= maxTries:
-			outcome = Exhausted
-		case !replayable:
-			outcome = NotReplayable
-		case !quotaOK:
-			outcome = NoQuota
-		default:
-			// R4: the server's ask is never shortened or capped.
-			wait, from = c.backoff.Delay(try, rand.Float64()), FromBackoff
-			if hasAsk && ask > wait {
-				wait, from = ask, FromRetryAfter
-			}
-			var untilDeadline time.Duration
-			left, untilDeadline = t.left(ctx, budget)
-			fits := wait < left
-			if fits && budget != nil {
-				fits = budget.reserve(wait, untilDeadline) // R8: charged before the sleep
-			}
-			switch {
-			case !fits:
-				outcome = OutOfTime
-			default:
-				var ok bool
-				if body, ok = rewind(req); !ok {
-					outcome = NotReplayable
-					if budget != nil {
-						budget.refund(wait)
-					}
+		quotaOK := c.quota == nil || c.quota.record(class) // R12: every try counts
+		if cd != nil {
+			if s := signalOf(resp, class, ask, hasAsk, now); entry != nil || !s.until.IsZero() {
+				if keyOf() != "" {
+					cd.settle(key, entry, now, s)
 				}
 			}
 		}
-		if outcome != Retrying {
-			wait = 0
+
+		// Decide (R9): the first reason to stop wins.
+		s := situation{
+			class: class, try: try, maxRetries: c.maxRetries, replayable: replayable, quotaOK: quotaOK,
+			ask: ask, hasAsk: hasAsk, left: maxDuration, budget: budget != nil,
+		}
+		var untilDeadline time.Duration
+		if class != Permanent && try <= c.maxRetries && replayable && quotaOK {
+			// What only a wait needs.
+			s.backoff = c.backoff.Delay(try, rand.Float64())
+			if cd != nil && keyOf() != "" {
+				if until := cd.Until(key); !until.IsZero() {
+					s.cooldown = max(until.Sub(clk.Now()), 0)
+				}
+			}
+			s.left, untilDeadline = t.left(ctx, budget)
+		}
+		d := decide(s)
+		var body io.ReadCloser // the next try's body (R10)
+		if d.outcome == Retrying && budget != nil && !budget.reserve(d.wait, untilDeadline) {
+			s.left = d.wait // R8: a concurrent call took what was left
+			d = decide(s)
+		}
+		if d.outcome == Retrying {
+			var ok bool
+			if body, ok = rewind(req); !ok {
+				if budget != nil {
+					budget.refund(d.wait)
+				}
+				s.replayable = false
+				d = decide(s)
+			}
 		}
 		// What the library writes about a try never holds a secret (R14).
-		safeErr := scrub(err, req)
+		var safeErr error
+		if err != nil {
+			safeErr = scrub(err, req)
+		}
+
+		// Report (R15).
 		if c.observe != nil {
 			if redacted == "" {
 				redacted = safeURL(req.URL)
 			}
-			c.observe(ctx, Attempt{
-				Call: call, Try: try, MaxTries: maxTries,
+			t.report(ctx, Attempt{
+				Call: call, Try: try, MaxTries: maxTries(c.maxRetries),
 				Method: req.Method, URL: redacted,
 				Status: status, Err: safeErr, Class: class,
-				Elapsed: elapsed, Wait: wait, From: from, Outcome: outcome,
+				Elapsed: elapsed, Wait: d.wait, From: d.from, Outcome: d.outcome, Held: held,
+			}, func() {
+				// An Observer that panics leaks nothing.
+				if resp != nil {
+					resp.Body.Close()
+				}
+				closeBody(body)
+				if d.outcome == Retrying && budget != nil {
+					budget.refund(d.wait)
+				}
 			})
 		}
 
-		if outcome == Done {
+		switch d.outcome {
+		case Done:
 			if err == nil || try == 1 {
 				return resp, err // R6: the body is the caller's now; R9: a first Permanent error unchanged
 			}
-			return nil, sofar.fail(Done, safeErr)
-		}
-		if outcome != Retrying {
-			logGiveUp(c.logger, req, outcome, try, sofar.waited, status, safeErr)
-			// R8: with a Budget, a rate limit that cannot be waited out fails fast.
-			if budget != nil && (class == Throttled || outcome == OutOfTime && hasAsk && ask >= left) {
+			return nil, p.fail(Done, safeErr)
+		case Retrying:
+		default:
+			logGiveUp(c.logger, req, d.outcome, try, p.waited, status, safeErr)
+			if d.rateLimited {
 				if resp != nil {
-					t.discard(resp)
+					discard(ctx, resp, bodyTimeout) // no wait follows (R10)
 				}
-				return nil, sofar.fail(outcome, ErrRateLimited)
+				return nil, t.rateLimited(budget, p.fail(d.outcome, ErrRateLimited))
 			}
 			if err != nil {
-				return nil, sofar.fail(outcome, safeErr)
+				return nil, p.fail(d.outcome, safeErr)
 			}
 			return resp, nil // R9: the last response, untouched
 		}
 
-		// Wait.
-		logRetry(c.logger, req, try, c.maxRetries, status, wait, from, safeErr)
+		// Wait, draining the failed body meanwhile (R10).
+		logRetry(c.logger, req, try, c.maxRetries, status, d.wait, d.from, safeErr)
+		var unused time.Duration
+		ok := true
 		if resp != nil {
-			t.discard(resp) // R10: lets the connection be reused
+			// The wait runs from the response; the drain overlaps it, and
+			// is abandoned when it ends or after bodyTimeout, whichever
+			// comes first.
+			discard(ctx, resp, min(d.wait-clk.Since(now), bodyTimeout))
+			spent := min(clk.Since(now), d.wait)
+			if ctx.Err() != nil {
+				unused, ok = max(d.wait-spent, 0), false
+			} else {
+				unused, ok = t.sleep(ctx, d.wait-spent)
+			}
+		} else {
+			unused, ok = t.sleep(ctx, d.wait)
 		}
-		if unused, ok := t.sleep(ctx, wait); !ok {
+		if !ok {
 			if budget != nil {
 				budget.refund(unused)
 			}
-			sofar.waited += wait - unused
+			p.waited += d.wait - unused
 			closeBody(body)
-			logGiveUp(c.logger, req, Canceled, try, sofar.waited, status, ctx.Err())
-			return nil, sofar.fail(Canceled, ctx.Err())
+			logGiveUp(c.logger, req, Canceled, try, p.waited, status, ctx.Err())
+			return nil, p.fail(Canceled, ctx.Err())
 		}
-		sofar.waited += wait
+		p.waited += d.wait
 
 		// Rewind: every retry is a clone with a fresh body (R1, R10), and a
 		// context that tells the base how many tries went before it (R21).
@@ -311,6 +414,133 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 		}
 		send = next
 	}
+}
+
+// maxTries is 1 + maxRetries, saturated: WithMaxRetries(math.MaxInt) is
+// "no limit", not a negative count (R3).
+func maxTries(maxRetries int) int {
+	if maxRetries == math.MaxInt {
+		return math.MaxInt
+	}
+	return maxRetries + 1
+}
+
+// rateLimited ends a call that carries a Budget with ErrRateLimited (R8),
+// and lets the Budget remember it (R20).
+func (t *Transport) rateLimited(b *Budget, e *Error) *Error {
+	if b != nil {
+		b.noteErr(e)
+	}
+	return e
+}
+
+// report calls the Observer. If it panics, cleanup releases what the try
+// holds before the panic goes on up (R15).
+func (t *Transport) report(ctx context.Context, a Attempt, cleanup func()) {
+	defer func() {
+		if v := recover(); v != nil {
+			cleanup()
+			panic(v)
+		}
+	}()
+	t.cfg.observe(ctx, a)
+}
+
+// hold waits while the Cooldown holds key (R17): the rest of a cooldown, a
+// wait like any other (R7 fit, R8 charged, interruptible), and the wait for
+// a probe's answer. It returns the admission's entry and what was waited;
+// an error ends the call: a hold that does not fit sends nothing.
+func (t *Transport) hold(ctx context.Context, req *http.Request, key string, budget *Budget, p *progress) (*cooling, time.Duration, error) {
+	c := &t.cfg
+	cd := c.cooldown
+	start := c.clock.Now()
+	var held time.Duration
+	for {
+		now := c.clock.Now()
+		a := cd.admit(key, now)
+		switch {
+		case a.hold > 0:
+			left, untilDeadline := t.left(ctx, budget)
+			if a.hold >= left || budget != nil && !budget.reserve(a.hold, untilDeadline) {
+				p.retryAfter = a.hold
+				logGiveUp(c.logger, req, OutOfTime, p.tries, p.waited, p.status, ErrRateLimited)
+				return nil, 0, t.rateLimited(budget, p.fail(OutOfTime, ErrRateLimited))
+			}
+			logHold(c.logger, req, a.hold)
+			unused, ok := t.sleep(ctx, a.hold)
+			p.waited += a.hold - unused
+			if !ok {
+				if budget != nil {
+					budget.refund(unused)
+				}
+				logGiveUp(c.logger, req, Canceled, p.tries, p.waited, p.status, ctx.Err())
+				return nil, 0, p.fail(Canceled, ctx.Err())
+			}
+			held += a.hold
+		case a.wake != nil:
+			ok := t.await(ctx, a.wake, a.grace)
+			cd.unwait(key)
+			if !ok {
+				logGiveUp(c.logger, req, Canceled, p.tries, p.waited, p.status, ctx.Err())
+				return nil, 0, p.fail(Canceled, ctx.Err())
+			}
+		default:
+			return a.entry, max(held, c.clock.Since(start)), nil
+		}
+	}
+}
+
+// await waits for another call's answer to a probe (R17): until wake is
+// closed, grace has passed on the clock, or ctx ends (false).
+func (t *Transport) await(ctx context.Context, wake <-chan struct{}, grace time.Duration) bool {
+	late := make(chan struct{})
+	timer := t.cfg.clock.AfterFunc(grace, func() { close(late) })
+	defer timer.Stop()
+	select {
+	case <-wake:
+	case <-late:
+	case <-ctx.Done():
+		return false
+	}
+	return true
+}
+
+// signalOf is what one try tells a Cooldown (R17, R18): the server's ask on
+// a failed try, an exhausted rate limit on any response.
+func signalOf(resp *http.Response, class Class, ask time.Duration, hasAsk bool, now time.Time) signal {
+	var s signal
+	if resp == nil {
+		return s
+	}
+	s.ok = resp.StatusCode != http.StatusTooManyRequests && class != Throttled
+	if class != Permanent && hasAsk && ask > 0 {
+		s.until = now.Add(ask)
+	}
+	if d, ok := ParseRateLimitReset(resp.Header, now); ok && d > 0 {
+		if u := now.Add(d); u.After(s.until) {
+			s.until = u
+		}
+	}
+	s.remaining, s.counted = rateLimitRemaining(resp.Header)
+	return s
+}
+
+// callNumbers hands out Attempt.Call numbers, unique per Transport, without
+// one counter that every call writes (R16): a call draws one of the shards
+// at random, and shard i hands out i+1, i+1+callShards, i+1+2*callShards...
+// so no two shards ever give the same number.
+type callNumbers struct {
+	shards [callShards]struct {
+		n atomic.Uint64
+		_ [56]byte // a cache line each
+	}
+}
+
+const callShards = 16
+
+func (c *callNumbers) next() uint64 {
+	i := rand.Uint32() % callShards
+	return (c.shards[i].n.Add(1)-1)*callShards + uint64(i) + 1
 }
 
 // resendKey is the context key of a retry's resend count (R21).
@@ -459,23 +689,23 @@ func rewind(req *http.Request) (body io.ReadCloser, ok bool) {
 	return body, true
 }
 
-// maxDrain bounds how much of a failed response's body is read before it is
-// closed (R10): enough for the connection to be reused after an error page,
-// little enough that an endless body cannot stall the retry loop.
-const maxDrain = 64 << 10
-
-// discard drains and closes a response the caller will not get. With a try
-// timeout the drain is bounded in time too: a server that sends headers and
-// then stalls the body has its try cancelled after the timeout.
-func (t *Transport) discard(resp *http.Response) {
-	if b, ok := resp.Body.(tryBody); ok && t.cfg.tryTimeout > 0 {
-		timer := t.cfg.clock.AfterFunc(t.cfg.tryTimeout, b.cancelTry)
-		defer timer.Stop()
+// discard drains a failed response the caller will not get (at most
+// maxDrain) and closes it, so that its connection can be reused (R10). It
+// waits for the drain at most bound, in real time: a body that stalls is
+// closed, which ends the read.
+func discard(ctx context.Context, resp *http.Response, bound time.Duration) {
+	ra, ok := resp.Body.(*readAhead)
+	switch {
+	case ok:
+		bound = 0 // read ahead before the decision, it has had its bodyTimeout
+	case resp.ContentLength > maxDrain:
+		resp.Body.Close() // too long to drain: the connection goes
+		return
+	default:
+		ra = startReadAhead(resp.Body, false)
 	}
-	if resp.ContentLength <= maxDrain { // -1 (unknown) included
-		_, _ = io.CopyN(io.Discard, resp.Body, maxDrain)
-	}
-	resp.Body.Close()
+	ra.wait(ctx, bound)
+	ra.Close()
 }
 
 func closeBody(b io.ReadCloser) {
@@ -521,15 +751,10 @@ func cancelOnClose(body io.ReadCloser, cancel context.CancelCauseFunc) io.ReadCl
 	return &cancelReadCloser{ReadCloser: body, cancel: cancel}
 }
 
-// tryBody is a body whose try context can be cancelled early.
-type tryBody interface{ cancelTry() }
-
 type cancelReadCloser struct {
 	io.ReadCloser
 	cancel context.CancelCauseFunc
 }
-
-func (b *cancelReadCloser) cancelTry() { b.cancel(errTryTimedOut) }
 
 func (b *cancelReadCloser) Close() error {
 	err := b.ReadCloser.Close()
@@ -541,8 +766,6 @@ type cancelReadWriteCloser struct {
 	io.ReadWriteCloser
 	cancel context.CancelCauseFunc
 }
-
-func (b *cancelReadWriteCloser) cancelTry() { b.cancel(errTryTimedOut) }
 
 func (b *cancelReadWriteCloser) Close() error {
 	err := b.ReadWriteCloser.Close()
