@@ -41,3 +41,15 @@ func (c *fakeClock) Waits() []time.Duration {
 	defer c.mu.Unlock()
 	return slices.Clone(c.waits)
 }
+
+// cancelClock is a clock.Mock on which every wait is cut short: Timer
+// calls cancel and never fires, as if the user gave up during the wait.
+type cancelClock struct {
+	*clock.Mock
+	cancel func()
+}
+
+func (c *cancelClock) Timer(d time.Duration) *clock.Timer {
+	c.cancel()
+	return c.Mock.Timer(d)
+}

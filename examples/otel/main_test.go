@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/benbjohnson/clock"
 	"github.com/retryhttp/retryhttp"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -268,6 +269,26 @@ func TestPerCall(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestCanceledDuringWait: a call whose context ends during a wait ends
+// "canceled" on the call span, though its last try's event, sent before the
+// wait, says "retrying" (R15: no Attempt is Canceled).
+func TestCanceledDuringWait(t *testing.T) {
+	r := newRig(t, fail(503))
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	clk := &cancelClock{Mock: clock.NewMock(), cancel: cancel}
+	_, err := r.post(t, ctx, r.tel.both(r.base, retryhttp.WithClock(clk)))
+	require.ErrorIs(t, err, context.Canceled)
+
+	call, tries := splitCall(t, r.spans.GetSpans())
+	assert.Len(t, tries, 1)
+	assert.Equal(t, codes.Error, call.Status.Code)
+	assertAttr(t, call.Attributes, keyTries, attribute.IntValue(1))
+	assertAttr(t, call.Attributes, keyOutcome, attribute.StringValue("canceled"))
+	require.Len(t, call.Events, 1)
+	assertAttr(t, call.Events[0].Attributes, "outcome", attribute.StringValue("retrying"))
 }
 
 // TestObserveCall: the Observer's event for tries no end-to-end test can
