@@ -4,8 +4,11 @@ import (
 	"context"
 	"errors"
 	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"io"
 	"net/http"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -368,4 +371,85 @@ func TestBudgetRefundOnCancel(t *testing.T) {
 	if budget.Waited() != 2*time.Second {
 		t.Errorf("budget waited %v after cancel, want 2s (3s given back)", budget.Waited())
 	}
+}
+
+// TestBudgetFaultBoundaries pins the boundaries of R7, R8 and R10 that a planted fault
+// once slipped past.
+func TestBudgetFaultBoundaries(t *testing.T) {
+	failingGetBody := func() (io.ReadCloser, error) { return nil, errors.New("gone") }
+	for _, tc := range []struct {
+		name       string
+		budget     time.Duration
+		reply      func(*http.Request) (*http.Response, error)
+		getBody    func() (io.ReadCloser, error) // for a POST body; nil: no GetBody
+		wantStatus int                           // 0: an error
+		wantReason Outcome
+		wantLimit  bool
+		wantWaited time.Duration
+	}{
+		{
+			name: "GetBody fails after the wait was charged: nothing stays charged", budget: PublicTierMaxWait,
+			reply: status(503), getBody: failingGetBody, wantStatus: 503,
+		},
+		{
+			name: "no GetBody, 503 asking for all the Budget holds: the 503 back, not busy", budget: PublicTierMaxWait,
+			reply: status(503, "Retry-After", "10"), wantStatus: 503,
+		},
+		{
+			name: "a 10s Budget and Retry-After: 10 fail fast (not shorter than what is left)", budget: PublicTierMaxWait,
+			reply: status(503, "Retry-After", "10"), getBody: okGetBody, wantReason: OutOfTime, wantLimit: true,
+		},
+		{
+			name: "a 10s Budget and Retry-After: 9.999 is waited", budget: PublicTierMaxWait,
+			reply: status(503, "Retry-After", "9.999"), getBody: okGetBody, wantStatus: 200, wantWaited: 9999 * time.Millisecond,
+		},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			clk := newFakeClock()
+			budget := NewBudget(tc.budget)
+			ctx := WithBudget(context.Background(), budget)
+			tr := New(newScript(tc.reply, status(200)), WithClock(clk))
+			req := newRequest(t, ctx, "POST", "https://api.example.com/v1", []byte(`{"q":1}`))
+			req.GetBody = tc.getBody
+			got := drive(t, tr, clk, req)
+			assert.Equal(t, tc.wantWaited, budget.Waited(), "charged to the Budget")
+			if tc.wantStatus != 0 {
+				require.NoError(t, got.err)
+				got.resp.Body.Close()
+				assert.Equal(t, tc.wantStatus, got.resp.StatusCode)
+				return
+			}
+			var e *Error
+			require.ErrorAs(t, got.err, &e)
+			assert.Equal(t, tc.wantReason, e.Reason)
+			assert.Equal(t, tc.wantLimit, errors.Is(got.err, ErrRateLimited))
+			assert.Empty(t, got.waits, "no wait was slept")
+		})
+	}
+}
+
+func okGetBody() (io.ReadCloser, error) { return io.NopCloser(strings.NewReader(`{"q":1}`)), nil }
+
+// TestCancelDuringWaitClosesFreshBody: the body GetBody made for the next
+// try is closed when the caller cancels during the wait before it (R1, R9).
+func TestCancelDuringWaitClosesFreshBody(t *testing.T) {
+	clk := newFakeClock()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	var fresh []*trackedBody
+	req := newRequest(t, ctx, "POST", "https://api.example.com/v1", []byte(`{"q":1}`))
+	req.GetBody = func() (io.ReadCloser, error) {
+		b := &trackedBody{r: strings.NewReader(`{"q":1}`)}
+		fresh = append(fresh, b)
+		return b, nil
+	}
+	got := driveWith(t, New(newScript(status(503)), WithClock(clk)), clk, req, func(time.Duration) time.Duration {
+		cancel()
+		return 0
+	})
+	var e *Error
+	require.ErrorAs(t, got.err, &e)
+	assert.Equal(t, Canceled, e.Reason)
+	require.Len(t, fresh, 1, "GetBody calls")
+	assert.EqualValues(t, 1, fresh[0].closed.Load(), "the unsent fresh body is closed")
 }

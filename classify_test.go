@@ -7,11 +7,18 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log"
 	"net"
 	"net/http"
+	"net/http/httptest"
 	"net/url"
+	"strings"
+	"sync/atomic"
 	"syscall"
 	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 )
 
 func TestClassifyStatus(t *testing.T) {
@@ -57,12 +64,14 @@ func TestClassifyStatus(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(fmt.Sprintf("%d/%q", tt.status, tt.shouldRetry), func(t *testing.T) {
 			req := newRequest(t, context.Background(), "GET", "https://api.example.com/v1", nil)
-			var header []string
-			if tt.shouldRetry != "" {
-				header = []string{"X-Should-Retry", tt.shouldRetry}
-			}
-			if got := Classify(req, respond(tt.status, "", header...), nil); got != tt.want {
-				t.Errorf("Classify(status %d, X-Should-Retry %q) = %v, want %v", tt.status, tt.shouldRetry, got, tt.want)
+			// The header as Header.Set writes it, and as a hand-built map
+			// may hold it (R2: the name matches in any spelling).
+			for _, name := range []string{"X-Should-Retry", "x-should-retry", "X-SHOULD-RETRY"} {
+				resp := respond(tt.status, "")
+				if tt.shouldRetry != "" {
+					resp.Header[name] = []string{tt.shouldRetry}
+				}
+				assert.Equal(t, tt.want, Classify(req, resp, nil), "status %d, %s: %q", tt.status, name, tt.shouldRetry)
 			}
 		})
 	}
@@ -152,5 +161,157 @@ func TestStrings(t *testing.T) {
 		if tt.got != tt.want {
 			t.Errorf("got %q, want %q", tt.got, tt.want)
 		}
+	}
+}
+
+// TestClassifyPinsTexts provokes, through the net/http and crypto/tls in use
+// and a server on 127.0.0.1, every failure R2 makes Permanent that Go gives
+// no type to, and checks both that Classify says Permanent and that the text
+// it matches is still the text Go writes: a Go release that changes one fails
+// here, loudly, instead of silently retrying requests that cannot succeed.
+// Through the transport each is sent once and returned unchanged.
+func TestClassifyPinsTexts(t *testing.T) {
+	ttNoLeak(t)
+	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		io.Copy(io.Discard, r.Body)
+		io.WriteString(w, "ok")
+	})
+	plain := httptest.NewServer(h)
+	defer plain.Close()
+	h2 := httptest.NewUnstartedServer(h)
+	h2.EnableHTTP2 = true
+	h2.StartTLS()
+	defer h2.Close()
+	mtls := httptest.NewUnstartedServer(h)
+	mtls.TLS = &tls.Config{ClientAuth: tls.RequireAndVerifyClientCert}
+	mtls.Config.ErrorLog = log.New(io.Discard, "", 0) // the handshake error it logs is the point
+	mtls.StartTLS()
+	defer mtls.Close()
+
+	newReq := func(method, url, body string, length int64, edit func(*http.Request)) *http.Request {
+		var r io.Reader
+		if body != "" {
+			r = strings.NewReader(body)
+		}
+		req, err := http.NewRequest(http.MethodPost, url, r)
+		require.NoError(t, err)
+		req.Method = method
+		if length >= 0 {
+			req.ContentLength = length
+		}
+		if edit != nil {
+			edit(req)
+		}
+		return req
+	}
+	h1Client, h2Client := plain.Client(), h2.Client()
+	mtlsClient := mtls.Client()
+	mtlsClient.Transport.(*http.Transport).TLSClientConfig.MaxVersion = tls.VersionTLS13
+	defer h1Client.CloseIdleConnections()
+	defer h2Client.CloseIdleConnections()
+	defer mtlsClient.CloseIdleConnections()
+
+	for _, tc := range []struct {
+		name   string
+		client *http.Client
+		req    func() *http.Request
+		text   string // what Go writes, in part: pinned
+	}{
+		{"invalid header value, HTTP/1", h1Client, func() *http.Request {
+			return newReq("GET", plain.URL, "", -1, func(r *http.Request) { r.Header["X-A"] = []string{"a\nb"} })
+		}, `net/http: invalid header field value for "X-A"`},
+		{"invalid header name, HTTP/1", h1Client, func() *http.Request {
+			return newReq("GET", plain.URL, "", -1, func(r *http.Request) { r.Header["X A"] = []string{"b"} })
+		}, `net/http: invalid header field name "X A"`},
+		{"invalid header value, HTTP/2", h2Client, func() *http.Request {
+			return newReq("GET", h2.URL, "", -1, func(r *http.Request) { r.Header["X-A"] = []string{"a\nb"} })
+		}, `net/http: invalid header field value for "X-A"`},
+		{"invalid trailer", h1Client, func() *http.Request {
+			return newReq("POST", plain.URL, "abc", -1, func(r *http.Request) { r.Trailer = http.Header{"X A": {"b"}} })
+		}, `net/http: invalid trailer field name "X A"`},
+		{"invalid method", h1Client, func() *http.Request { return newReq("GE T", plain.URL, "", -1, nil) },
+			`net/http: invalid method "GE T"`},
+		{"body shorter than ContentLength, HTTP/1", h1Client, func() *http.Request { return newReq("POST", plain.URL, "abc", 10, nil) },
+			"http: ContentLength=10 with Body length 3"},
+		{"body longer than ContentLength, HTTP/1", h1Client, func() *http.Request { return newReq("POST", plain.URL, "abcdefghijkl", 3, nil) },
+			"http: ContentLength=3 with Body length 12"},
+		{"ContentLength with nil Body", h1Client, func() *http.Request { return newReq("POST", plain.URL, "", 5, nil) },
+			"http: Request.ContentLength=5 with nil Body"},
+		{"body longer than ContentLength, HTTP/2", h2Client, func() *http.Request { return newReq("POST", h2.URL, "abcdefghijkl", 3, nil) },
+			"http2: request body larger than specified content length"},
+		{"the server wants a client certificate (TLS 1.3 alert)", mtlsClient, func() *http.Request { return newReq("GET", mtls.URL, "", -1, nil) },
+			"remote error: tls: certificate required"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			base := tc.client.Transport
+			// net/http, alone: the error and its text.
+			resp, err := base.RoundTrip(tc.req())
+			if resp != nil {
+				resp.Body.Close()
+			}
+			require.Error(t, err, "net/http no longer refuses this request")
+			assert.Contains(t, err.Error(), tc.text, "net/http's text changed: update classify.go")
+			assert.Equal(t, Permanent, Classify(tc.req(), nil, err))
+
+			// Through the transport: one try, the error unchanged.
+			var tries atomic.Int32
+			counted := roundTripperFunc(func(r *http.Request) (*http.Response, error) {
+				tries.Add(1)
+				return base.RoundTrip(r)
+			})
+			resp, got := New(counted, WithBackoff(Backoff{})).RoundTrip(tc.req())
+			if resp != nil {
+				resp.Body.Close()
+			}
+			assert.EqualValues(t, 1, tries.Load(), "tries")
+			assert.Equal(t, err.Error(), got.Error(), "the first try's Permanent error comes back unchanged")
+		})
+	}
+}
+
+// TestSchemeMismatch: an https:// URL answered in plain HTTP is Permanent
+// and its tls.RecordHeaderError comes back unchanged, so http.Client still
+// tells the user what happened (R2).
+func TestSchemeMismatch(t *testing.T) {
+	ttNoLeak(t)
+	var served atomic.Int32
+	srv := httptest.NewServer(http.HandlerFunc(func(http.ResponseWriter, *http.Request) { served.Add(1) }))
+	defer srv.Close()
+	base := &http.Transport{}
+	defer base.CloseIdleConnections()
+	var tries atomic.Int32
+	counted := roundTripperFunc(func(r *http.Request) (*http.Response, error) {
+		tries.Add(1)
+		return base.RoundTrip(r)
+	})
+	client := &http.Client{Transport: New(counted, WithBackoff(Backoff{}))}
+	_, err := client.Get(strings.Replace(srv.URL, "http://", "https://", 1))
+	require.Error(t, err)
+	assert.ErrorIs(t, err, http.ErrSchemeMismatch)
+	assert.EqualValues(t, 1, tries.Load(), "tries")
+}
+
+// TestClassifyTLSAlerts: a TLS alert about the client's certificate is
+// Permanent, typed (tls.AlertError) or as crypto/tls reports one from the
+// server (a *net.OpError "remote error" around it); other alerts are not.
+func TestClassifyTLSAlerts(t *testing.T) {
+	req := httptest.NewRequest("GET", "https://api.example.com", nil)
+	for _, tc := range []struct {
+		err  error
+		want Class
+	}{
+		{tls.AlertError(116), Permanent}, // certificate required
+		{tls.AlertError(42), Permanent},  // bad certificate
+		{tls.AlertError(48), Permanent},  // unknown CA
+		{fmt.Errorf("handshake: %w", tls.AlertError(45)), Permanent},
+		{tls.AlertError(40), Transient}, // handshake failure: not about the certificate
+		{tls.AlertError(80), Transient}, // internal error
+		{&net.OpError{Op: "remote error", Err: errors.New("tls: certificate required")}, Permanent},
+		{&net.OpError{Op: "remote error", Err: errors.New("tls: access denied")}, Permanent},
+		{&net.OpError{Op: "remote error", Err: errors.New("tls: internal error")}, Transient},
+		{&net.OpError{Op: "read", Err: errors.New("tls: certificate required")}, Transient}, // not an alert
+		{tls.RecordHeaderError{Msg: "first record does not look like a TLS handshake"}, Permanent},
+	} {
+		assert.Equal(t, tc.want, Classify(req, nil, tc.err), "%v", tc.err)
 	}
 }

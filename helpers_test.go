@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -30,8 +31,9 @@ var epoch = time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)
 // it) without ever sleeping for real.
 type fakeClock struct {
 	*clock.Mock
-	waits chan time.Duration
-	spend chan spendReq
+	waits   chan time.Duration
+	spend   chan spendReq
+	started atomic.Int32 // waits started so far, counted before they are reported
 }
 
 type spendReq struct {
@@ -56,6 +58,7 @@ func (c *fakeClock) Spend(d time.Duration) {
 
 // Timer is the only way the transport waits between tries.
 func (c *fakeClock) Timer(d time.Duration) *clock.Timer {
+	c.started.Add(1)
 	t := c.Mock.Timer(d)
 	c.waits <- d
 	return t

@@ -666,6 +666,11 @@ func (t *Transport) sleep(ctx context.Context, d time.Duration) (unused time.Dur
 	timer := clk.Timer(d)
 	select {
 	case <-timer.C:
+		if ctx.Err() != nil {
+			// Both were ready: the caller's end wins, so a canceled call
+			// never sends another try (R9).
+			return max(d-clk.Since(start), 0), false
+		}
 		return 0, true
 	case <-ctx.Done():
 		timer.Stop()

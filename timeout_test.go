@@ -6,12 +6,18 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/url"
+	"os"
 	"strings"
 	"sync"
+	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
 	"github.com/benbjohnson/clock"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 	"go.uber.org/goleak"
 )
 
@@ -556,4 +562,79 @@ func TestTryTimeoutLeavesNothingBehind(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestTimeoutsStayTimeouts: through the transport, os.IsTimeout and
+// (*url.Error).Timeout answer as they do without it (R9), for a base's
+// ResponseHeaderTimeout, a try timeout, and the caller's deadline passing on
+// a later try. Real loopback server, real clock, zero backoff: each case
+// takes a few hundred milliseconds at most.
+func TestTimeoutsStayTimeouts(t *testing.T) {
+	for _, tc := range []struct {
+		name     string
+		hangFrom int32 // the first try that hangs before its headers
+		base     func() *http.Transport
+		opts     []Option
+		deadline time.Duration
+	}{
+		{"ResponseHeaderTimeout of the base", 1,
+			func() *http.Transport { return &http.Transport{ResponseHeaderTimeout: 30 * time.Millisecond} }, nil, 0},
+		{"WithTryTimeout", 1,
+			func() *http.Transport { return &http.Transport{} }, []Option{WithTryTimeout(30 * time.Millisecond)}, 0},
+		{"the caller's deadline on a later try", 2,
+			func() *http.Transport { return &http.Transport{} }, nil, 200 * time.Millisecond},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ttNoLeak(t)
+			var tries, hangFrom atomic.Int32
+			srv := newFaultServer(t, func(w http.ResponseWriter, r *http.Request) {
+				if tries.Add(1) < hangFrom.Load() {
+					w.WriteHeader(http.StatusServiceUnavailable)
+					return
+				}
+				select { // hang before the headers until the client goes, 5 s at most
+				case <-r.Context().Done():
+				case <-time.After(5 * time.Second):
+				}
+			})
+			for _, through := range []bool{false, true} {
+				base := tc.base()
+				t.Cleanup(base.CloseIdleConnections)
+				var rt http.RoundTripper = base
+				if through {
+					rt = New(base, append([]Option{WithBackoff(Backoff{})}, tc.opts...)...)
+				} else if len(tc.opts) > 0 {
+					continue // a try timeout exists only with the transport
+				}
+				tries.Store(0)
+				hangFrom.Store(1) // without the transport: the one try hangs
+				if through {
+					hangFrom.Store(tc.hangFrom)
+				}
+				ctx := context.Background()
+				if tc.deadline > 0 {
+					var cancel context.CancelFunc
+					ctx, cancel = context.WithTimeout(ctx, tc.deadline)
+					defer cancel()
+				}
+				req, _ := http.NewRequestWithContext(ctx, http.MethodGet, srv.URL, nil)
+				resp, err := (&http.Client{Transport: rt}).Do(req)
+				if resp != nil {
+					resp.Body.Close()
+				}
+				require.Error(t, err, "through the transport: %v", through)
+				assert.True(t, os.IsTimeout(err), "os.IsTimeout(%v), through the transport: %v", err, through)
+				var ue *url.Error
+				if assert.ErrorAs(t, err, &ue) {
+					assert.True(t, ue.Timeout(), "(*url.Error).Timeout(), through the transport: %v", through)
+				}
+			}
+		})
+	}
+	// And not for what is not a timeout.
+	assert.False(t, (&Error{Err: ErrRateLimited}).Timeout())
+	assert.False(t, (&Error{Err: syscall.ECONNREFUSED}).Timeout())
+	assert.False(t, (&Error{Err: context.Canceled}).Timeout())
+	assert.True(t, (&Error{Err: &tryTimeoutError{d: time.Second}}).Timeout())
+	assert.False(t, (*Error)(nil).Timeout())
 }

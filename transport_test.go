@@ -9,11 +9,13 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"io"
+	"math"
 	"net"
 	"net/http"
 	"net/http/httptest"
 	"reflect"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -278,49 +280,64 @@ func TestBodyWithoutGetBodyIsSentOnce(t *testing.T) {
 			if !slices.Equal(outcomes, []Outcome{NotReplayable}) {
 				t.Errorf("outcomes = %v, want [not_replayable]", outcomes)
 			}
-			if body.closed.Load() == 0 {
-				t.Errorf("caller's body was not closed")
-			}
+			// The body was sent once, and closed by the base that sent it.
 		})
 	}
 }
 
-// TestCallerBodyClosedOnEveryPath checks R1: the caller's body is closed
-// whether it was sent or not.
+// TestCallerBodyClosedOnEveryPath checks R1: a body the transport does not
+// send, it closes; a body it sends is the caller's own, handed to the base
+// (whose job it is to close it), so the fake base here never closes one.
 func TestCallerBodyClosedOnEveryPath(t *testing.T) {
+	post := func(ctx context.Context, b io.ReadCloser) *http.Request {
+		r, _ := http.NewRequestWithContext(ctx, "POST", "https://api.example.com/v1", b)
+		return r
+	}
+	cooling := func() *Cooldown { // api.example.com cools for an hour
+		cd := NewCooldown(nil)
+		cd.settle("https://api.example.com", nil, epoch, signal{until: epoch.Add(time.Hour)})
+		return cd
+	}
+	canceled, cancel := context.WithCancel(context.Background())
+	cancel()
+	withMinute, cancelMinute := context.WithTimeout(context.Background(), time.Minute)
+	defer cancelMinute()
 	tests := []struct {
 		name string
-		base http.RoundTripper
+		opts []Option
 		req  func(body io.ReadCloser) *http.Request
+		sent bool
 	}{
-		{"nil URL", newScript(status(200)), func(b io.ReadCloser) *http.Request {
-			return &http.Request{Method: "POST", Body: b}
-		}},
-		{"sent and succeeded", newScript(status(200)), func(b io.ReadCloser) *http.Request {
-			r, _ := http.NewRequest("POST", "https://api.example.com", b)
-			return r
-		}},
-		{"base returns a response and an error", roundTripperFunc(func(r *http.Request) (*http.Response, error) {
-			r.Body.Close()
-			return respond(200, ""), errNotFound
-		}), func(b io.ReadCloser) *http.Request {
-			r, _ := http.NewRequest("POST", "https://api.example.com", b)
-			return r
-		}},
+		{"nil URL", nil, func(b io.ReadCloser) *http.Request { return &http.Request{Method: "POST", Body: b} }, false},
+		{"a cooldown hold that does not fit", []Option{WithCooldown(cooling())}, func(b io.ReadCloser) *http.Request {
+			return post(withMinute, b)
+		}, false},
+		{"canceled before the hold", []Option{WithCooldown(cooling())}, func(b io.ReadCloser) *http.Request { return post(canceled, b) }, false},
+		{"sent", nil, func(b io.ReadCloser) *http.Request { return post(context.Background(), b) }, true},
+		{"sent with an idempotency key (a clone)", []Option{WithIdempotencyKey()}, func(b io.ReadCloser) *http.Request { return post(context.Background(), b) }, true},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			body := &trackedBody{r: bytes.NewReader([]byte("x"))}
-			resp, err := New(tt.base).RoundTrip(tt.req(body))
-			if resp != nil && err != nil {
-				t.Errorf("RoundTrip returned a response and an error")
-			}
+			var got io.ReadCloser
+			base := roundTripperFunc(func(r *http.Request) (*http.Response, error) {
+				got = r.Body // read, never closed: closing is the base's, not the test's subject
+				return respond(200, ""), nil
+			})
+			clk := newFakeClock()
+			tr := New(base, append([]Option{WithClock(clk)}, tt.opts...)...)
+			resp, err := tr.RoundTrip(tt.req(body))
 			if resp != nil {
+				assert.NoError(t, err, "a response and an error")
 				resp.Body.Close()
 			}
-			if body.closed.Load() == 0 {
-				t.Errorf("caller's body not closed")
+			if tt.sent {
+				assert.Same(t, body, got, "the base got the caller's body itself")
+				return
 			}
+			assert.Error(t, err)
+			assert.Nil(t, got, "nothing was sent")
+			assert.EqualValues(t, 1, body.closed.Load(), "the caller's body, not sent, is closed once")
 		})
 	}
 }
@@ -407,12 +424,12 @@ func TestObserver(t *testing.T) {
 	}
 	type ctxKey struct{}
 	var attempts []Attempt
-	var pendingWaits []int
+	var startedBefore []int32
 	tr := New(newScript(steps...), WithClock(clk), WithBackoff(noJitter), WithObserver(func(ctx context.Context, a Attempt) {
 		if ctx.Value(ctxKey{}) != "turn-7" {
 			t.Errorf("observer got a context without the request's value")
 		}
-		pendingWaits = append(pendingWaits, len(clk.waits)) // a wait started before the observer would be queued here
+		startedBefore = append(startedBefore, clk.started.Load()) // waits begun before this report
 		attempts = append(attempts, a)
 	}))
 	ctx := context.WithValue(context.Background(), ctxKey{}, "turn-7")
@@ -436,8 +453,8 @@ func TestObserver(t *testing.T) {
 		if attempts[i] != w {
 			t.Errorf("attempt %d = %+v,\nwant %+v", i+1, attempts[i], w)
 		}
-		if pendingWaits[i] != 0 {
-			t.Errorf("attempt %d: observer called after the wait began", i+1)
+		if startedBefore[i] != int32(i) { // try n is reported after n-1 waits, before the n-th
+			t.Errorf("attempt %d: observer called after %d waits began, want %d", i+1, startedBefore[i], i)
 		}
 	}
 	if attempts[0].Call == 0 {
@@ -669,36 +686,130 @@ func TestNewDefaults(t *testing.T) {
 	}
 }
 
-// TestConcurrentUse runs many calls through one Transport at once (go test
-// -race checks the rest).
+// TestConcurrentUse runs many calls through one Transport at once: every
+// call gets its own 503 then its 200 (2 tries each, nothing crossed between
+// calls), and every call has its own number (go test -race checks the rest).
 func TestConcurrentUse(t *testing.T) {
-	var n atomic.Int32
+	const calls = 64
+	var tries sync.Map // call id -> *atomic.Int32
 	base := roundTripperFunc(func(r *http.Request) (*http.Response, error) {
-		if n.Add(1)%2 == 1 {
+		n, _ := tries.LoadOrStore(r.URL.Path, new(atomic.Int32))
+		if n.(*atomic.Int32).Add(1) == 1 {
 			return respond(503, "busy"), nil
 		}
 		return respond(200, "ok"), nil
 	})
-	tr := New(base, WithBackoff(Backoff{}), WithObserver(func(context.Context, Attempt) {}))
+	var (
+		mu      sync.Mutex
+		numbers = map[uint64]string{}
+	)
+	tr := New(base, WithBackoff(Backoff{}), WithObserver(func(_ context.Context, a Attempt) {
+		mu.Lock()
+		defer mu.Unlock()
+		if other, ok := numbers[a.Call]; ok && other != a.URL {
+			t.Errorf("calls %s and %s share Call %d", other, a.URL, a.Call)
+		}
+		numbers[a.Call] = a.URL
+	}))
 	var wg sync.WaitGroup
-	errs := make(chan error, 64)
-	for i := range 64 {
+	for i := range calls {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
 			req, _ := http.NewRequest("GET", fmt.Sprintf("https://api.example.com/%d", i), nil)
 			resp, err := tr.RoundTrip(req)
-			if err != nil {
-				errs <- err
-				return
+			if assert.NoError(t, err) {
+				assert.Equal(t, 200, resp.StatusCode)
+				resp.Body.Close()
 			}
-			resp.Body.Close()
 		}()
 	}
 	wg.Wait()
-	close(errs)
-	for err := range errs {
-		t.Error(err)
+	assert.Len(t, numbers, calls, "distinct call numbers")
+	tries.Range(func(path, n any) bool {
+		assert.EqualValues(t, 2, n.(*atomic.Int32).Load(), "tries of %s", path)
+		return true
+	})
+}
+
+// TestCallNumbersUnique: the sharded call counter never hands out one number
+// twice, from many goroutines at once.
+func TestCallNumbersUnique(t *testing.T) {
+	var c callNumbers
+	const goroutines, each = 8, 2000
+	got := make(chan uint64, goroutines*each)
+	var wg sync.WaitGroup
+	for range goroutines {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for range each {
+				got <- c.next()
+			}
+		}()
+	}
+	wg.Wait()
+	close(got)
+	seen := map[uint64]bool{}
+	for n := range got {
+		require.False(t, seen[n], "number %d handed out twice", n)
+		require.NotZero(t, n)
+		seen[n] = true
+	}
+}
+
+// TestMaxRetriesUnlimited: WithMaxRetries(math.MaxInt) retries without a
+// limit but the wait's fit, and tells the Observer so (R3): no overflow.
+func TestMaxRetriesUnlimited(t *testing.T) {
+	clk := newFakeClock()
+	var attempts []Attempt
+	replies := []func(*http.Request) (*http.Response, error){status(503), status(503), status(503), status(503), status(503), status(200)}
+	tr := New(newScript(replies...), WithClock(clk), WithMaxRetries(math.MaxInt),
+		WithObserver(func(_ context.Context, a Attempt) { attempts = append(attempts, a) }))
+	got := drive(t, tr, clk, newRequest(t, context.Background(), "GET", "https://api.example.com", nil))
+	require.NoError(t, got.err)
+	got.resp.Body.Close()
+	assert.Equal(t, 200, got.resp.StatusCode)
+	require.Len(t, attempts, 6)
+	for _, a := range attempts {
+		assert.Equal(t, math.MaxInt, a.MaxTries)
+	}
+	assert.Equal(t, 2, maxTries(1))
+	assert.Equal(t, 1, maxTries(0))
+}
+
+// TestObserverPanicLeaksNothing: an Observer that panics has the try's
+// response closed, the next try's fresh body closed, and the Budget's charge
+// given back before the panic goes on up to the caller (R15).
+func TestObserverPanicLeaksNothing(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		status int
+	}{
+		{"on a success", 200},
+		{"on a retry", 503},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			respBody := &trackedBody{r: strings.NewReader("x")}
+			var fresh *trackedBody
+			base := roundTripperFunc(func(*http.Request) (*http.Response, error) {
+				return &http.Response{StatusCode: tc.status, Header: http.Header{}, Body: respBody, ContentLength: 1}, nil
+			})
+			budget := NewBudget(PublicTierMaxWait)
+			req := newRequest(t, WithBudget(context.Background(), budget), "POST", "https://api.example.com", []byte("{}"))
+			req.GetBody = func() (io.ReadCloser, error) {
+				fresh = &trackedBody{r: strings.NewReader("{}")}
+				return fresh, nil
+			}
+			tr := New(base, WithClock(newFakeClock()), WithObserver(func(context.Context, Attempt) { panic("observer bug") }))
+			assert.PanicsWithValue(t, "observer bug", func() { tr.RoundTrip(req) })
+			assert.EqualValues(t, 1, respBody.closed.Load(), "the try's response is closed")
+			if tc.status != 200 {
+				require.NotNil(t, fresh)
+				assert.EqualValues(t, 1, fresh.closed.Load(), "the next try's body is closed")
+			}
+			assert.Zero(t, budget.Waited(), "nothing stays charged")
+		})
 	}
 }
 
