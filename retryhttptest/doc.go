@@ -27,7 +27,7 @@
 //				client := &http.Client{Transport: retryhttp.New(script,
 //					retryhttp.WithClock(clk), retryhttp.WithBackoff(noJitter))}
 //
-//				got, err := Summarize(t.Context(), client)
+//				got, err := Summarize(t.Context(), client, "a long text")
 //				require.NoError(t, err)
 //				assert.Equal(t, tt.want, got)
 //				assert.Equal(t, tt.waits, clk.Waits())
