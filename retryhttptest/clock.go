@@ -30,7 +30,8 @@ var interruptGrace = time.Second // a var only so that tests can shorten it
 // Clock is a clock.Clock on which waiting takes no time, for tests of code
 // that uses the transport: give it to retryhttp.WithClock (and to
 // Script.WithClock, so that requests are stamped on it). It never sleeps and
-// starts no goroutine.
+// starts no goroutine (but in the rare case of an interrupted wait that goes
+// on, below).
 //
 // Each Timer(d) the transport takes (a backoff, a server's Retry-After, a
 // Cooldown hold: every wait between or before tries) moves the clock on by

@@ -76,7 +76,8 @@
 // read the times from Script.Requests (stamped with time.Now, which is the
 // bubble's). A Hang reply blocks on its context there, and the per-try timeout
 // fires at its instant. What does not work in a bubble is a real network: a
-// loopback httptest.Server's connections (keep-alive ones above all) do not
-// durably block, so the bubble's time stands still while they wait. Use a
+// goroutine blocked on a loopback connection (an httptest.Server's, and above
+// all an idle keep-alive one) is not durably blocked, so while one is open the
+// bubble's time stands still and the transport's wait never ends. Use a
 // Script, or a server on net.Pipe, inside a bubble.
 package retryhttptest

@@ -15,8 +15,12 @@ import (
 	"github.com/benbjohnson/clock"
 )
 
-// A Reply is what a Script answers to one try. The zero Reply is a 200 with
-// an empty body.
+// A Reply is what a Script answers to one try: a response (Status, Header,
+// Body) or a transport error (Err, which wins when both are set). The zero
+// Reply is a 200 with an empty body. Hang, Reply.Cut and Reply.Asks make the
+// replies a literal cannot: no answer at all, a stream that breaks mid-body,
+// and the headers by which a server asks for a wait. A Reply may be used in
+// many Scripts and served many times; each response is made anew.
 type Reply struct {
 	Status int         // 200 when 0
 	Header http.Header // copied into every response made from the Reply; nil is empty
