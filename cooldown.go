@@ -56,8 +56,9 @@ type Cooldown struct {
 	// from pays one atomic load and no lock (R16).
 	active atomic.Int64
 	mu     sync.Mutex
-	m      map[string]*cooling
-	swept  int // len(m) after the last sweep
+	m         map[string]*cooling
+	swept     int       // len(m) after the last sweep
+	lastSweep time.Time // of the last sweep
 }
 
 // cooling is the state of one key.
@@ -160,13 +161,16 @@ func (c *Cooldown) admit(key string, now time.Time) admission {
 		// The cooldown just ended: one probe goes first.
 		e.gated, e.permits = true, 1
 	}
-	if e.permits == 0 && e.inflight > 0 {
+	if e.permits == 0 {
 		if since := now.Sub(e.lastSend); since < probeGrace {
+			// No permit: wait for an answer that brings some, or for the
+			// grace since the last send (an answer that brought none, a
+			// 429 with no ask or an error, lets one more go only then).
 			e.waiters++
 			return admission{wake: e.wake, grace: probeGrace - since}
 		}
 	}
-	// A permit, or the answer is late (or there is none to wait for): go.
+	// A permit, or the grace has passed: go.
 	e.permits = max(e.permits-1, 0)
 	e.inflight++
 	e.lastSend = now
@@ -204,7 +208,7 @@ func (c *Cooldown) settle(key string, entry *cooling, now time.Time, s signal) {
 	}
 	if s.until.After(now) {
 		if e == nil {
-			if len(c.m) >= maxCoolingKeys && c.sweep(now) >= maxCoolingKeys {
+			if !c.room(now) {
 				return // bounded memory: this key goes unshared
 			}
 			e = &cooling{wake: make(chan struct{})}
@@ -254,25 +258,26 @@ func (e *cooling) wakeAll() {
 	e.wake = make(chan struct{})
 }
 
-// sweep drops the entries that no call needs any more and returns how many
-// are left. c.mu is held.
-func (c *Cooldown) sweep(now time.Time) int {
-	for key, e := range c.m {
-		idle := e.inflight == 0 && e.waiters == 0
-		if idle && !now.Before(e.until) && (!e.gated || now.Sub(e.lastSend) >= probeGrace) {
-			c.free(key, e)
-		}
-	}
-	c.swept = len(c.m)
-	return c.swept
-}
-
-// maybeSweep sweeps when the map has doubled since the last sweep, so that
-// expired entries of keys nobody calls again do not pile up. c.mu is held.
-func (c *Cooldown) maybeSweep(now time.Time) {
-	if len(c.m) > 2*c.swept+16 {
+// room makes room for a new entry if it can: it sweeps when the map has
+// doubled since the last sweep (so that entries of keys nobody calls again
+// do not pile up), and when it is full, at most once a second (so that a
+// full map of live entries costs no sweep per signal). c.mu is held.
+func (c *Cooldown) room(now time.Time) bool {
+	full := len(c.m) >= maxCoolingKeys
+	if len(c.m) > 2*c.swept+16 || full && now.Sub(c.lastSweep) >= time.Second {
 		c.sweep(now)
 	}
+	return len(c.m) < maxCoolingKeys
+}
+
+// sweep drops the entries no call needs any more. c.mu is held.
+func (c *Cooldown) sweep(now time.Time) {
+	for key, e := range c.m {
+		if e.waiters == 0 && !now.Before(e.until) && now.Sub(e.lastSend) >= probeGrace {
+			c.free(key, e) // over, nobody waits, and any send out is past its grace
+		}
+	}
+	c.swept, c.lastSweep = len(c.m), now
 }
 
 // rateLimitRemaining returns how many requests the provider says remain,

@@ -1,0 +1,436 @@
+package retryhttp
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/benbjohnson/clock"
+	"github.com/retryhttp/retryhttp/retryhttptest"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+const origin = "https://api.example.com"
+
+// armed returns a Cooldown on clk whose origin cools for d from now.
+func armed(clk interface{ Now() time.Time }, d time.Duration) *Cooldown {
+	cd := NewCooldown(nil)
+	now := clk.Now()
+	cd.settle(origin, nil, now, signal{until: now.Add(d)})
+	return cd
+}
+
+func TestCooldownKeys(t *testing.T) {
+	cd := NewCooldown(nil)
+	for _, tc := range []struct{ url, want string }{
+		{"https://API.Example.com/v1/chat?key=x", "https://api.example.com"},
+		{"HTTP://api.example.com:8080/v1", "http://api.example.com:8080"},
+		{"https://user:pw@api.example.com/v1", "https://api.example.com"},
+		{"/relative", ""},
+	} {
+		req, err := http.NewRequest("GET", tc.url, nil)
+		require.NoError(t, err)
+		assert.Equal(t, tc.want, cd.keyOf(req), tc.url)
+	}
+	byModel := NewCooldown(func(r *http.Request) string { return r.URL.Host + "/" + r.Header.Get("X-Model") })
+	req, _ := http.NewRequest("GET", "https://api.example.com/v1", nil)
+	req.Header.Set("X-Model", "gpt-4o")
+	assert.Equal(t, "api.example.com/gpt-4o", byModel.keyOf(req))
+}
+
+// TestCooldownArming checks R17's arming: forward only, Until zero when not
+// cooling, and the state after it ends.
+func TestCooldownArming(t *testing.T) {
+	now := epoch
+	cd := NewCooldown(nil)
+	assert.True(t, cd.Until(origin).IsZero(), "never armed")
+	cd.bind(mockAt(now))
+
+	cd.settle(origin, nil, now, signal{until: now.Add(20 * time.Second)})
+	assert.Equal(t, now.Add(20*time.Second), cd.Until(origin))
+	cd.settle(origin, nil, now, signal{until: now.Add(5 * time.Second)})
+	assert.Equal(t, now.Add(20*time.Second), cd.Until(origin), "a shorter signal never shortens it")
+	cd.settle(origin, nil, now, signal{until: now.Add(30 * time.Second)})
+	assert.Equal(t, now.Add(30*time.Second), cd.Until(origin), "a longer one extends it")
+	cd.settle(origin, nil, now, signal{until: now.Add(-time.Second)})
+	assert.Equal(t, now.Add(30*time.Second), cd.Until(origin), "a signal in the past arms nothing")
+	assert.True(t, cd.Until("https://other.example.com").IsZero(), "another key")
+
+	cd.bind(nil) // the first clock stays
+	later := NewCooldown(nil)
+	later.bind(mockAt(now.Add(time.Minute)))
+	later.settle(origin, nil, now, signal{until: now.Add(30 * time.Second)})
+	assert.True(t, later.Until(origin).IsZero(), "over on its clock: not cooling")
+}
+
+// mockAt is a mock clock stopped at t.
+func mockAt(t time.Time) *clock.Mock {
+	m := clock.NewMock()
+	m.Set(t)
+	return m
+}
+
+// TestCooldownRelease walks the gate that spreads the calls released when a
+// cooldown ends (R17): one probe first, then as many as the provider says
+// remain, and free flow when there is room for everyone waiting.
+func TestCooldownRelease(t *testing.T) {
+	now := epoch
+	cd := armed(mockAt(now), time.Second)
+	end := now.Add(time.Second)
+
+	assert.Equal(t, time.Second, cd.admit(origin, now).hold, "cooling: hold the rest")
+
+	probe := cd.admit(origin, end)
+	require.NotNil(t, probe.entry, "the first call after the end is the probe")
+	var waiting []admission
+	for range 3 {
+		a := cd.admit(origin, end)
+		require.NotNil(t, a.wake, "the others wait for the probe's answer")
+		assert.Equal(t, probeGrace, a.grace)
+		waiting = append(waiting, a)
+	}
+
+	// The probe's answer: the provider says 2 remain. Two go, not three.
+	cd.settle(origin, probe.entry, end, signal{ok: true, remaining: 2, counted: true})
+	for _, a := range waiting {
+		select {
+		case <-a.wake:
+		default:
+			t.Fatal("a waiting call was not woken")
+		}
+		cd.unwait(origin)
+	}
+	first, second, third := cd.admit(origin, end), cd.admit(origin, end), cd.admit(origin, end)
+	assert.NotNil(t, first.entry)
+	assert.NotNil(t, second.entry)
+	require.NotNil(t, third.wake, "the third waits: the provider had room for two")
+
+	// An answer says 0 remain, reset in 1s: everyone holds again, and when
+	// that ends one probe goes first again.
+	cd.settle(origin, first.entry, end, signal{ok: true, remaining: 0, counted: true, until: end.Add(time.Second)})
+	cd.unwait(origin)
+	assert.Equal(t, time.Second, cd.admit(origin, end).hold)
+	again := cd.admit(origin, end.Add(time.Second))
+	require.NotNil(t, again.entry)
+	assert.NotNil(t, cd.admit(origin, end.Add(time.Second)).wake)
+	cd.unwait(origin)
+
+	// A success with room for everyone waiting frees the key.
+	cd.settle(origin, second.entry, end, signal{ok: true, remaining: 5, counted: true}) // from before: says nothing of the new gate
+	cd.settle(origin, again.entry, end.Add(time.Second), signal{ok: true, remaining: 50, counted: true})
+	assert.Zero(t, cd.active.Load(), "free again")
+	assert.Equal(t, admission{}, cd.admit(origin, end.Add(time.Second)))
+}
+
+func TestCooldownReleaseWithoutCounts(t *testing.T) {
+	now := epoch
+	for _, tc := range []struct {
+		name     string
+		answer   signal
+		wantFree bool
+	}{
+		{"a success with no count frees the key", signal{ok: true}, true},
+		{"a 429 with no ask keeps the gate", signal{}, false},
+		{"a transport error keeps the gate", signal{}, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			cd := armed(mockAt(now), time.Second)
+			end := now.Add(time.Second)
+			probe := cd.admit(origin, end)
+			cd.settle(origin, probe.entry, end, tc.answer)
+			assert.Equal(t, tc.wantFree, cd.active.Load() == 0)
+			if !tc.wantFree {
+				assert.NotNil(t, cd.admit(origin, end).wake, "nothing more goes until the grace")
+				cd.unwait(origin)
+				late := cd.admit(origin, end.Add(probeGrace))
+				assert.NotNil(t, late.entry, "after the grace one more goes")
+			}
+		})
+	}
+}
+
+// TestCooldownMemoryBounded: whatever the number of keys, a Cooldown keeps
+// at most maxCoolingKeys, and entries whose cooldown is over go.
+func TestCooldownMemoryBounded(t *testing.T) {
+	now := epoch
+	cd := NewCooldown(nil)
+	for i := range 3 * maxCoolingKeys {
+		cd.settle(fmt.Sprintf("https://h%d.example.com", i), nil, now, signal{until: now.Add(time.Hour)})
+	}
+	assert.Equal(t, maxCoolingKeys, len(cd.m))
+	assert.EqualValues(t, maxCoolingKeys, cd.active.Load())
+
+	// An hour later every one of them is over: new keys sweep them out.
+	later := now.Add(2 * time.Hour)
+	for i := range 100 {
+		cd.settle(fmt.Sprintf("https://new%d.example.com", i), nil, later, signal{until: later.Add(time.Minute)})
+	}
+	assert.Equal(t, 100, len(cd.m))
+	assert.EqualValues(t, 100, cd.active.Load())
+}
+
+// newCdEnv is a Transport on the kit's Clock with a fresh Cooldown, and a
+// count of what it logged.
+func newCdEnv(t *testing.T, replies []retryhttptest.Reply, opts ...Option) (*retryhttptest.Clock, *Cooldown, *retryhttptest.Script, *Transport, func(string) int) {
+	t.Helper()
+	clk := retryhttptest.NewClock()
+	cd := NewCooldown(nil)
+	script := retryhttptest.NewScript(replies...).WithClock(clk)
+	log, logs := logSink()
+	tr := New(script, append([]Option{WithClock(clk), WithCooldown(cd), WithBackoff(noJitter), WithLogger(log)}, opts...)...)
+	count := func(msg string) int { return logs.FilterMessage(msg).Len() }
+	return clk, cd, script, tr, count
+}
+
+// TestCooldownThroughTheTransport checks R17 end to end on the kit's Clock:
+// exact holds, the log, Attempt.Held, the Budget, and what ends a call.
+func TestCooldownThroughTheTransport(t *testing.T) {
+	get := func(ctx context.Context) *http.Request {
+		r, _ := http.NewRequestWithContext(ctx, "GET", origin+"/v1/chat", nil)
+		return r
+	}
+	ok := retryhttptest.Reply{Body: "ok"}
+
+	t.Run("a 429 with Retry-After holds the next call before its first try", func(t *testing.T) {
+		clk, cd, script, tr, logged := newCdEnv(t, []retryhttptest.Reply{retryhttptest.Status(429, "Retry-After", "20"), ok, ok}, WithMaxRetries(0))
+		resp, err := tr.RoundTrip(get(context.Background()))
+		require.NoError(t, err)
+		resp.Body.Close()
+		assert.Equal(t, 429, resp.StatusCode, "no retries: the 429 is handed back")
+		assert.Equal(t, clk.Now().Add(20*time.Second), cd.Until(origin))
+
+		var held []time.Duration
+		other := New(script, WithClock(clk), WithCooldown(cd), WithObserver(func(_ context.Context, a Attempt) { held = append(held, a.Held) }))
+		resp, err = other.RoundTrip(get(context.Background()))
+		require.NoError(t, err)
+		resp.Body.Close()
+		assert.Equal(t, 200, resp.StatusCode)
+		assert.Equal(t, []time.Duration{20 * time.Second}, clk.Waits(), "another Transport sharing the Cooldown held 20s")
+		assert.Equal(t, []time.Duration{20 * time.Second}, held, "Attempt.Held")
+		reqs := script.Requests()
+		require.Len(t, reqs, 2)
+		assert.Equal(t, 20*time.Second, reqs[1].At.Sub(reqs[0].At), "the second call's first try came 20s after the 429")
+		assert.Zero(t, logged(msgHolding), "the other Transport has no logger")
+		assert.Zero(t, cd.active.Load(), "the probe's success freed the key")
+	})
+
+	t.Run("the hold is logged", func(t *testing.T) {
+		clk, cd, _, tr, logged := newCdEnv(t, []retryhttptest.Reply{ok})
+		cd.settle(origin, nil, clk.Now(), signal{until: clk.Now().Add(3 * time.Second)})
+		resp, err := tr.RoundTrip(get(context.Background()))
+		require.NoError(t, err)
+		resp.Body.Close()
+		assert.Equal(t, 1, logged(msgHolding))
+	})
+
+	t.Run("a retry waits the largest of backoff, ask and cooldown", func(t *testing.T) {
+		clk := retryhttptest.NewClock()
+		cd := NewCooldown(nil)
+		var attempts []Attempt
+		tries := 0
+		// While this call's first try is out, another call to the origin is
+		// told to wait 5s: this call's retry waits for that, not its own 1s.
+		base := roundTripperFunc(func(*http.Request) (*http.Response, error) {
+			if tries++; tries == 1 {
+				cd.settle(origin, nil, clk.Now(), signal{until: clk.Now().Add(5 * time.Second)})
+				return respond(503, "", "Retry-After", "1"), nil
+			}
+			return respond(200, "ok"), nil
+		})
+		tr := New(base, WithClock(clk), WithCooldown(cd), WithBackoff(noJitter),
+			WithObserver(func(_ context.Context, a Attempt) { attempts = append(attempts, a) }))
+		resp, err := tr.RoundTrip(get(context.Background()))
+		require.NoError(t, err)
+		resp.Body.Close()
+		require.Len(t, attempts, 2)
+		assert.Equal(t, 5*time.Second, attempts[0].Wait)
+		assert.Equal(t, FromCooldown, attempts[0].From)
+		assert.Equal(t, []time.Duration{5 * time.Second}, clk.Waits(), "the retry waited for the cooldown, and no hold followed")
+	})
+
+	t.Run("a hold that does not fit sends nothing: busy, with or without a Budget", func(t *testing.T) {
+		for _, withBudget := range []bool{false, true} {
+			clk, cd, script, tr, _ := newCdEnv(t, []retryhttptest.Reply{ok})
+			cd.settle(origin, nil, clk.Now(), signal{until: clk.Now().Add(30 * time.Second)})
+			ctx, cancel := clk.WithTimeout(context.Background(), 10*time.Second)
+			var budget *Budget
+			if withBudget {
+				budget = NewBudget(PublicTierMaxWait)
+				ctx = WithBudget(context.Background(), budget)
+			}
+			resp, err := tr.RoundTrip(get(ctx))
+			cancel()
+			require.Nil(t, resp)
+			var e *Error
+			require.ErrorAs(t, err, &e)
+			assert.ErrorIs(t, err, ErrRateLimited)
+			assert.Equal(t, OutOfTime, e.Reason)
+			assert.Equal(t, 30*time.Second, e.RetryAfter)
+			assert.Zero(t, e.Tries)
+			assert.Zero(t, script.Len(), "nothing was sent")
+			assert.Empty(t, clk.Waits(), "nothing was slept")
+			if withBudget {
+				assert.Zero(t, budget.Waited())
+				assert.Same(t, e, budget.Err(), "R20: the Budget remembers")
+			}
+		}
+	})
+
+	t.Run("a hold is charged to the Budget", func(t *testing.T) {
+		clk, cd, _, tr, _ := newCdEnv(t, []retryhttptest.Reply{ok})
+		cd.settle(origin, nil, clk.Now(), signal{until: clk.Now().Add(4 * time.Second)})
+		budget := NewBudget(PublicTierMaxWait)
+		resp, err := tr.RoundTrip(get(WithBudget(context.Background(), budget)))
+		require.NoError(t, err)
+		resp.Body.Close()
+		assert.Equal(t, 4*time.Second, budget.Waited())
+		assert.NoError(t, budget.Err())
+	})
+
+	t.Run("canceled during a hold", func(t *testing.T) {
+		clk, cd, script, tr, _ := newCdEnv(t, []retryhttptest.Reply{ok})
+		cd.settle(origin, nil, clk.Now(), signal{until: clk.Now().Add(4 * time.Second)})
+		budget := NewBudget(PublicTierMaxWait)
+		ctx, cancel := context.WithCancel(WithBudget(context.Background(), budget))
+		defer cancel()
+		clk.AfterFunc(time.Second, cancel)
+		resp, err := tr.RoundTrip(get(ctx))
+		require.Nil(t, resp)
+		var e *Error
+		require.ErrorAs(t, err, &e)
+		assert.Equal(t, Canceled, e.Reason)
+		assert.ErrorIs(t, err, context.Canceled)
+		assert.Equal(t, time.Second, e.Waited)
+		assert.Equal(t, time.Second, budget.Waited(), "3s given back")
+		assert.Zero(t, script.Len())
+	})
+
+	t.Run("rate-limit headers on a success arm it", func(t *testing.T) {
+		clk, cd, _, tr, _ := newCdEnv(t, []retryhttptest.Reply{
+			retryhttptest.Status(200, "X-Ratelimit-Remaining-Requests", "0", "X-Ratelimit-Reset-Requests", "2s"), ok,
+		})
+		for range 2 {
+			resp, err := tr.RoundTrip(get(context.Background()))
+			require.NoError(t, err)
+			resp.Body.Close()
+		}
+		assert.Equal(t, []time.Duration{2 * time.Second}, clk.Waits(), "the second call held until the reset")
+		assert.Zero(t, cd.active.Load(), "and its success freed the key")
+	})
+
+	t.Run("a key function that returns empty leaves the request out", func(t *testing.T) {
+		clk := retryhttptest.NewClock()
+		cd := NewCooldown(func(r *http.Request) string {
+			if r.Header.Get("X-Model") == "" {
+				return ""
+			}
+			return r.URL.Host + "/" + r.Header.Get("X-Model")
+		})
+		script := retryhttptest.NewScript(retryhttptest.Status(429, "Retry-After", "20"), ok, ok).WithClock(clk)
+		tr := New(script, WithClock(clk), WithCooldown(cd), WithMaxRetries(0))
+		send := func(model string) int {
+			r := get(context.Background())
+			if model != "" {
+				r.Header.Set("X-Model", model)
+			}
+			resp, err := tr.RoundTrip(r)
+			require.NoError(t, err)
+			resp.Body.Close()
+			return resp.StatusCode
+		}
+		assert.Equal(t, 429, send("gpt-4o"))
+		assert.Equal(t, 200, send(""), "no key: not held")
+		assert.Equal(t, 200, send("gpt-4o-mini"), "another model: not held")
+		assert.Empty(t, clk.Waits())
+		assert.False(t, cd.Until("api.example.com/gpt-4o").IsZero())
+	})
+}
+
+// TestCooldownOneProbeFirst: calls held by one cooldown do not all send when
+// it ends: one goes, the others wait for its answer, and the provider's
+// count of what remains sets how many go next (R17).
+func TestCooldownOneProbeFirst(t *testing.T) {
+	clk := newFakeClock()
+	cd := NewCooldown(nil)
+	var (
+		mu       sync.Mutex
+		inflight int
+		most     int
+		sent     atomic.Int32
+	)
+	release := make(chan struct{})
+	base := roundTripperFunc(func(r *http.Request) (*http.Response, error) {
+		mu.Lock()
+		inflight++
+		most = max(most, inflight)
+		mu.Unlock()
+		n := sent.Add(1)
+		if n == 1 {
+			<-release // the probe answers once every call is waiting
+		}
+		mu.Lock()
+		inflight--
+		mu.Unlock()
+		return respond(200, "ok", "X-Ratelimit-Remaining-Requests", "100"), nil
+	})
+	tr := New(base, WithClock(clk), WithCooldown(cd))
+	cd.settle(origin, nil, clk.Now(), signal{until: clk.Now().Add(time.Second)})
+	clk.Add(time.Second) // the cooldown is over: the calls meet the gate
+
+	const calls = 8
+	var wg sync.WaitGroup
+	for range calls {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			r, _ := http.NewRequest("GET", origin+"/v1", nil)
+			resp, err := tr.RoundTrip(r)
+			if assert.NoError(t, err) {
+				resp.Body.Close()
+			}
+		}()
+	}
+	require.Eventually(t, func() bool {
+		cd.mu.Lock()
+		defer cd.mu.Unlock()
+		e := cd.m[origin]
+		return e != nil && e.waiters == calls-1
+	}, 5*time.Second, time.Millisecond, "seven calls wait for the probe")
+	assert.EqualValues(t, 1, sent.Load(), "only the probe was sent")
+	close(release)
+	wg.Wait()
+	assert.EqualValues(t, calls, sent.Load())
+	assert.Equal(t, 1, most, "the probe was alone") // most counts before the release only for the probe
+}
+
+// TestCooldownBadInput: huge, negative and past values arm nothing or
+// saturate; nothing panics, hangs or leaks.
+func TestCooldownBadInput(t *testing.T) {
+	for _, h := range [][]string{
+		{"Retry-After", "99999999999999999999999"},
+		{"Retry-After", "-5"},
+		{"Retry-After", "Mon, 01 Jan 1990 00:00:00 GMT"},
+		{"Retry-After", "soon"},
+		{"X-Ratelimit-Remaining-Requests", "0", "X-Ratelimit-Reset-Requests", "-1s"},
+		{"X-Ratelimit-Remaining-Requests", "-1", "X-Ratelimit-Reset-Requests", "5s"},
+	} {
+		t.Run(strings.Join(h, " "), func(t *testing.T) {
+			clk := retryhttptest.NewClock()
+			cd := NewCooldown(nil)
+			script := retryhttptest.NewScript(retryhttptest.Status(429, h...)).WithClock(clk)
+			tr := New(script, WithClock(clk), WithCooldown(cd), WithMaxRetries(0))
+			r, _ := http.NewRequest("GET", origin, nil)
+			resp, err := tr.RoundTrip(r)
+			require.NoError(t, err)
+			resp.Body.Close()
+			until := cd.Until(origin)
+			assert.True(t, until.IsZero() || until.After(clk.Now()), "never in the past")
+		})
+	}
+}
