@@ -261,6 +261,9 @@ func BenchmarkParseRateLimitReset(b *testing.B) {
 // fzOpenAIDuration is the grammar of an OpenAI reset with units.
 var fzOpenAIDuration = regexp.MustCompile(`^(?:[0-9]+(?:\.[0-9]+)?(?:h|m|s|ms|us|µs|μs|ns))+$`)
 
+// fzOpenAIPart is one count and its unit.
+var fzOpenAIPart = regexp.MustCompile(`([0-9.]+)([^0-9.]+)`)
+
 var fzUnits = map[string]int64{"h": int64(time.Hour), "m": int64(time.Minute), "s": int64(time.Second), "ms": int64(time.Millisecond), "us": int64(time.Microsecond), "µs": int64(time.Microsecond), "μs": int64(time.Microsecond), "ns": 1}
 
 // fzOpenAIOracle reads an OpenAI reset with exact arithmetic: lo and hi
@@ -274,7 +277,7 @@ func fzOpenAIOracle(v string) (lo, hi time.Duration, known bool) {
 		return 0, 0, false
 	}
 	sumLo, sumHi := new(big.Int), new(big.Int)
-	for _, m := range regexp.MustCompile(`([0-9.]+)([^0-9.]+)`).FindAllStringSubmatch(v, -1) {
+	for _, m := range fzOpenAIPart.FindAllStringSubmatch(v, -1) {
 		l, h, ok := fzDecimal(m[1], fzUnits[m[2]])
 		if !ok {
 			return 0, 0, false
