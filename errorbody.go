@@ -1,6 +1,11 @@
 package retryhttp
 
-import "time"
+import (
+	"bytes"
+	"encoding/json"
+	"strings"
+	"time"
+)
 
 // BodyHint is what a provider's error body says about coming back (R19).
 type BodyHint struct {
@@ -8,7 +13,90 @@ type BodyHint struct {
 	Exhausted  bool          // a quota that will not come back soon (OpenAI insufficient_quota, Google per-day quota)
 }
 
-// ParseErrorBody reads a provider's JSON error body (R19). Not built yet.
+// ParseErrorBody reads what a provider's JSON error body says about coming
+// back (R19). It is a pure function.
+//
+// The body is an error envelope, {"error": {...}}, as the Gemini API and
+// OpenAI send, or a JSON array of them, as Vertex AI sends; the hints of every
+// element of an array combine. RetryAfter is the retryDelay of an
+// error.details entry whose "@type" ends in google.rpc.RetryInfo: a protobuf
+// JSON duration, decimal seconds with an "s" suffix ("45.837906927s"), digits
+// below a nanosecond dropped, a value too large for a Duration saturated at
+// the largest Duration, as Retry-After is (R5); of several, the largest. A
+// retryDelay that is negative, has an exponent, lacks its "s", or is not a
+// string is ignored. Exhausted is true for OpenAI's insufficient_quota in
+// error.code or error.type, and for an error.details entry whose "@type" ends
+// in google.rpc.QuotaFailure with a violation whose quotaId names a per-day
+// quota (contains "PerDay").
+//
+// Everything else is ignored: other fields, fields of the wrong type (which do
+// not spoil what the others say), bytes after the first JSON value. Empty,
+// non-JSON or truncated input, and input nested deeper than encoding/json
+// allows (10000 levels), give the zero BodyHint. RetryAfter is never
+// negative, and no input makes it panic.
 func ParseErrorBody(body []byte) BodyHint {
-	return BodyHint{}
+	// A Decoder reads the first value and leaves any trailing bytes alone;
+	// UseNumber keeps a huge number as text instead of failing the decode.
+	dec := json.NewDecoder(bytes.NewReader(body))
+	dec.UseNumber()
+	var v any
+	if dec.Decode(&v) != nil {
+		return BodyHint{}
+	}
+	var h BodyHint
+	switch v := v.(type) {
+	case map[string]any:
+		h.addEnvelope(v)
+	case []any: // Vertex AI
+		for _, e := range v {
+			if e, ok := e.(map[string]any); ok {
+				h.addEnvelope(e)
+			}
+		}
+	}
+	return h
+}
+
+// addEnvelope adds to h what one {"error": {...}} envelope says. Every type
+// is checked where it is read, so a wrong one leaves out only its own field.
+func (h *BodyHint) addEnvelope(env map[string]any) {
+	e, _ := env["error"].(map[string]any)
+	if e == nil {
+		return
+	}
+	if e["code"] == "insufficient_quota" || e["type"] == "insufficient_quota" { // OpenAI
+		h.Exhausted = true
+	}
+	details, _ := e["details"].([]any)
+	for _, d := range details {
+		d, _ := d.(map[string]any)
+		typ, _ := d["@type"].(string)
+		switch {
+		case strings.HasSuffix(typ, "google.rpc.RetryInfo"):
+			if delay, ok := parseProtoDuration(d["retryDelay"]); ok {
+				h.RetryAfter = max(h.RetryAfter, delay)
+			}
+		case strings.HasSuffix(typ, "google.rpc.QuotaFailure"):
+			violations, _ := d["violations"].([]any)
+			for _, v := range violations {
+				v, _ := v.(map[string]any)
+				if id, _ := v["quotaId"].(string); strings.Contains(id, "PerDay") {
+					h.Exhausted = true
+				}
+			}
+		}
+	}
+}
+
+// parseProtoDuration reads a google.protobuf.Duration in its JSON form,
+// decimal seconds and "s" ("45.837906927s"). Signs and exponents are
+// rejected: a negative wait means nothing, and in doubt the body is not
+// trusted.
+func parseProtoDuration(v any) (time.Duration, bool) {
+	s, _ := v.(string)
+	secs, ok := strings.CutSuffix(s, "s")
+	if !ok {
+		return 0, false
+	}
+	return parseDecimal(secs, time.Second)
 }

@@ -2,11 +2,309 @@ package retryhttp
 
 import (
 	"net/http"
+	"strings"
 	"time"
 )
 
-// ParseRateLimitReset returns how long until an exhausted rate limit resets
-// (R18). Not built yet.
-func ParseRateLimitReset(h http.Header, now time.Time) (time.Duration, bool) {
+// ParseRateLimitReset returns how long until an exhausted rate limit resets,
+// read from h at the instant now (R18). It is a pure function.
+//
+// A limit is exhausted when its remaining count is 0. It is read from:
+//
+//   - OpenAI and Azure: x-ratelimit-remaining-requests with
+//     x-ratelimit-reset-requests, and the same pair for -tokens. The reset is
+//     a duration as OpenAI writes it: decimal counts with the units h, m, s,
+//     ms, us (or µs) and ns ("1s", "6m0s", "20ms", "1m30.5s", "1h2m3s"), or
+//     bare seconds ("17", "0.5").
+//   - Anthropic: anthropic-ratelimit-{requests,tokens,input-tokens,output-tokens}-remaining
+//     with the matching anthropic-ratelimit-...-reset, an RFC 3339 time,
+//     relative to now; a time in the past is 0.
+//   - The IETF draft: RateLimit-Remaining with RateLimit-Reset in seconds
+//     ("30", "1.5"); and each item of the structured RateLimit field
+//     (draft-ietf-httpapi-ratelimit-headers-08 and later, e.g.
+//     `"default";r=0;t=30`, items separated by commas) whose r is 0 and
+//     whose t is its reset in seconds.
+//
+// The longest reset of the exhausted limits wins, and ok is true. A remaining
+// count above 0, negative (Azure sends -1) or not a plain integer, a missing
+// reset, or a reset that does not parse (a sign, an exponent, an unknown unit,
+// anything else) leaves that limit out; ok is false when no limit is left, and
+// the wait is then 0. An exhausted limit whose reset is 0 or in the past gives
+// 0 with ok true: it resets now. Header names match in any case, even in a
+// hand-built Header map (the canonical spelling wins over the others); a
+// header given more than once counts by its first value, as http.Header.Get
+// does, except RateLimit, whose lines are read as one list. Spaces and tabs
+// around values are ignored. A reset too large for a Duration saturates at
+// the largest Duration; the result is never negative, and no input makes it
+// panic.
+func ParseRateLimitReset(h http.Header, now time.Time) (d time.Duration, ok bool) {
+	var f rlFields
+	f.collect(h)
+	for i, p := range rlPairs {
+		remaining, reset := f[2*i].first(), f[2*i+1].first()
+		if !isZeroCount(remaining) || reset == "" {
+			continue
+		}
+		if r, valid := p.parse(reset, now); valid && (!ok || r > d) {
+			d, ok = r, true
+		}
+	}
+	for _, line := range f[rlStructured].vals {
+		if r, valid := parseRateLimitField(line); valid && (!ok || r > d) {
+			d, ok = r, true
+		}
+	}
+	return d, ok
+}
+
+// rlPairs are the remaining/reset header pairs of R18, by their canonical
+// names, each with how its reset reads.
+var rlPairs = [...]struct {
+	remaining, reset string
+	parse            func(v string, now time.Time) (time.Duration, bool)
+}{
+	{"X-Ratelimit-Remaining-Requests", "X-Ratelimit-Reset-Requests", parseResetDuration},
+	{"X-Ratelimit-Remaining-Tokens", "X-Ratelimit-Reset-Tokens", parseResetDuration},
+	{"Anthropic-Ratelimit-Requests-Remaining", "Anthropic-Ratelimit-Requests-Reset", parseResetTime},
+	{"Anthropic-Ratelimit-Tokens-Remaining", "Anthropic-Ratelimit-Tokens-Reset", parseResetTime},
+	{"Anthropic-Ratelimit-Input-Tokens-Remaining", "Anthropic-Ratelimit-Input-Tokens-Reset", parseResetTime},
+	{"Anthropic-Ratelimit-Output-Tokens-Remaining", "Anthropic-Ratelimit-Output-Tokens-Reset", parseResetTime},
+	{"Ratelimit-Remaining", "Ratelimit-Reset", parseResetSeconds},
+}
+
+// rlStructured is the index in rlFields of the structured RateLimit field;
+// the pair i of rlPairs is at 2i (remaining) and 2i+1 (reset).
+const rlStructured = 2 * len(rlPairs)
+
+// rlNames are the canonical names of the fields of rlFields, by index.
+var rlNames = func() (names [rlStructured + 1]string) {
+	for i, p := range rlPairs {
+		names[2*i], names[2*i+1] = p.remaining, p.reset
+	}
+	names[rlStructured] = "Ratelimit"
+	return names
+}()
+
+// rlFields holds the values of every header R18 reads, found in one pass over
+// the map: ParseRateLimitReset may run on every response (R17), so it costs a
+// walk of the header and no allocation, not a lookup per name with a
+// case-insensitive fallback scan per missing name.
+type rlFields [rlStructured + 1]rlField
+
+type rlField struct {
+	key  string   // the spelling the values came from
+	vals []string // nil when absent
+}
+
+func (f *rlFields) collect(h http.Header) {
+	for k, vals := range h {
+		i := rlIndex(k)
+		if i < 0 || len(vals) == 0 {
+			continue
+		}
+		// The canonical spelling wins (it is what h.Get reads); among other
+		// spellings of one name in a hand-built map, the smallest, so the
+		// answer does not depend on the map's order.
+		name, cur := rlNames[i], &f[i]
+		if cur.vals == nil || k == name || cur.key != name && k < cur.key {
+			cur.key, cur.vals = k, vals
+		}
+	}
+}
+
+// first is the field's first value, trimmed; "" when absent.
+func (f *rlField) first() string {
+	if len(f.vals) == 0 {
+		return ""
+	}
+	return trimSpaceTab(f.vals[0])
+}
+
+// rlLengths has bit n set when a name of rlNames is n bytes long.
+var rlLengths = func() (bits uint64) {
+	for _, name := range rlNames {
+		bits |= 1 << len(name)
+	}
+	return bits
+}()
+
+// rlIndex is the index in rlFields of the header named k in any case, or -1.
+func rlIndex(k string) int {
+	if len(k) >= 64 || rlLengths&(1<<len(k)) == 0 {
+		return -1 // most headers: no name of R18 is that long
+	}
+	for i, name := range rlNames {
+		if len(k) == len(name) && (k == name || strings.EqualFold(k, name)) {
+			return i
+		}
+	}
+	return -1
+}
+
+// isZeroCount reports whether a remaining count is a plain integer equal to
+// 0 ("0", "00"). Negative counts (Azure's -1), fractions and the rest are not.
+func isZeroCount(s string) bool {
+	if s == "" {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		if s[i] != '0' {
+			return false
+		}
+	}
+	return true
+}
+
+// parseResetSeconds reads a reset in delta-seconds ("30", "1.5"), saturating.
+func parseResetSeconds(v string, _ time.Time) (time.Duration, bool) {
+	return parseDecimal(v, time.Second)
+}
+
+// parseResetTime reads an RFC 3339 reset time as the wait from now; a time
+// in the past is 0.
+func parseResetTime(v string, now time.Time) (time.Duration, bool) {
+	if v == "" || v[0] < '0' || v[0] > '9' {
+		return 0, false // every RFC 3339 time starts with its year; spare time.Parse's error
+	}
+	t, err := time.Parse(time.RFC3339, v)
+	if err != nil {
+		return 0, false
+	}
+	return max(t.Sub(now), 0), true // Sub saturates; it never wraps
+}
+
+// parseResetDuration reads a reset as OpenAI writes it: bare seconds ("17",
+// "0.5"), or a sequence of decimal counts, each with a unit ("6m0s",
+// "1m30.5s", "20ms"). Unlike time.ParseDuration it rejects signs and
+// saturates at the largest Duration instead of failing.
+func parseResetDuration(v string, _ time.Time) (time.Duration, bool) {
+	if d, ok := parseDecimal(v, time.Second); ok {
+		return d, true
+	}
+	if v == "" {
+		return 0, false
+	}
+	var total time.Duration
+	for v != "" {
+		n := 0 // the count: digits and dots, checked by parseDecimal
+		for n < len(v) && (v[n] >= '0' && v[n] <= '9' || v[n] == '.') {
+			n++
+		}
+		u := n // the unit: everything up to the next count
+		for u < len(v) && (v[u] < '0' || v[u] > '9') && v[u] != '.' {
+			u++
+		}
+		unit, ok := durationUnit(v[n:u])
+		if !ok {
+			return 0, false
+		}
+		d, ok := parseDecimal(v[:n], unit)
+		if !ok {
+			return 0, false
+		}
+		if d > maxDuration-total {
+			total = maxDuration // keep reading: the rest must still parse
+		} else {
+			total += d
+		}
+		v = v[u:]
+	}
+	return total, true
+}
+
+// durationUnit is the length of a unit of time.ParseDuration.
+func durationUnit(s string) (time.Duration, bool) {
+	switch s {
+	case "ns":
+		return time.Nanosecond, true
+	case "us", "µs", "μs": // U+00B5 and U+03BC, as time.ParseDuration
+		return time.Microsecond, true
+	case "ms":
+		return time.Millisecond, true
+	case "s":
+		return time.Second, true
+	case "m":
+		return time.Minute, true
+	case "h":
+		return time.Hour, true
+	}
 	return 0, false
+}
+
+// parseRateLimitField reads one line of the structured RateLimit field, a
+// list of items such as `"default";r=0;t=30` (an sf-string or token, then
+// ;key=value parameters), and returns the longest t of its items whose r is
+// 0. A malformed item leaves only itself out.
+func parseRateLimitField(s string) (longest time.Duration, ok bool) {
+	for s != "" {
+		var item string
+		item, s, _ = cutUnquoted(s, ',')
+		if d, exhausted := parseRateLimitItem(trimSpaceTab(item)); exhausted && (!ok || d > longest) {
+			longest, ok = d, true
+		}
+	}
+	return longest, ok
+}
+
+// parseRateLimitItem reads one item of the RateLimit field: its reset, and
+// whether it is exhausted (r=0 with a t that parses).
+func parseRateLimitItem(item string) (time.Duration, bool) {
+	bare, params, _ := cutUnquoted(item, ';')
+	if !validBareItem(trimSpaceTab(bare)) {
+		return 0, false
+	}
+	var r, t string
+	var hasR, hasT bool
+	for params != "" {
+		var p string
+		p, params, _ = cutUnquoted(params, ';')
+		key, val, _ := strings.Cut(p, "=")
+		switch trimSpaceTab(key) {
+		case "r": // a repeated parameter: the last one counts (RFC 8941, 4.2.3.2)
+			r, hasR = trimSpaceTab(val), true
+		case "t":
+			t, hasT = trimSpaceTab(val), true
+		}
+	}
+	if !hasR || !hasT || !isZeroCount(r) {
+		return 0, false
+	}
+	return parseDecimal(t, time.Second)
+}
+
+// validBareItem reports whether s is a non-empty token or a whole quoted
+// string: the policy name that opens each item of the RateLimit field.
+func validBareItem(s string) bool {
+	if s == "" {
+		return false
+	}
+	if s[0] != '"' {
+		return !strings.ContainsAny(s, "\" \t=")
+	}
+	for i := 1; i < len(s); i++ {
+		switch s[i] {
+		case '\\':
+			i++
+		case '"':
+			return i == len(s)-1
+		}
+	}
+	return false // no closing quote
+}
+
+// cutUnquoted is strings.Cut on the byte sep, skipping any sep inside a
+// quoted string (with its backslash escapes).
+func cutUnquoted(s string, sep byte) (before, after string, found bool) {
+	quoted := false
+	for i := 0; i < len(s); i++ {
+		switch c := s[i]; {
+		case quoted && c == '\\':
+			i++
+		case c == '"':
+			quoted = !quoted
+		case !quoted && c == sep:
+			return s[:i], s[i+1:], true
+		}
+	}
+	return s, "", false
 }
