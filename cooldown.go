@@ -54,8 +54,8 @@ type Cooldown struct {
 
 	// active counts entries, so that a call to a provider nobody has heard
 	// from pays one atomic load and no lock (R16).
-	active atomic.Int64
-	mu     sync.Mutex
+	active    atomic.Int64
+	mu        sync.Mutex
 	m         map[string]*cooling
 	swept     int       // len(m) after the last sweep
 	lastSweep time.Time // of the last sweep

@@ -24,13 +24,13 @@ func TestDecideRows(t *testing.T) {
 		{"a Permanent failure with a Budget is handed back", with(func(x *situation) { x.class = Permanent; x.budget = true }), decision{outcome: Done}},
 		{"transient: the backoff", base, decision{outcome: Retrying, wait: 400 * time.Millisecond, from: FromBackoff}},
 		{"the server asks for more", with(func(x *situation) { x.ask, x.hasAsk = 2*s, true }), decision{outcome: Retrying, wait: 2 * s, from: FromRetryAfter}},
-		{"the server asks for less: the backoff stays", with(func(x *situation) { x.ask, x.hasAsk = 10 * time.Millisecond, true }), decision{outcome: Retrying, wait: 400 * time.Millisecond, from: FromBackoff}},
+		{"the server asks for less: the backoff stays", with(func(x *situation) { x.ask, x.hasAsk = 10*time.Millisecond, true }), decision{outcome: Retrying, wait: 400 * time.Millisecond, from: FromBackoff}},
 		{"the cooldown is the largest", with(func(x *situation) { x.ask, x.hasAsk, x.cooldown = 2*s, true, 5*s }), decision{outcome: Retrying, wait: 5 * s, from: FromCooldown}},
 		{"last try", with(func(x *situation) { x.try = 3 }), decision{outcome: Exhausted}},
 		{"last try, throttled, with a Budget: busy", with(func(x *situation) { x.try, x.class, x.budget = 3, Throttled, true }), decision{outcome: Exhausted, rateLimited: true}},
 		{"last try, transient, with a Budget: handed back", with(func(x *situation) { x.try, x.budget = 3, true }), decision{outcome: Exhausted}},
 		{"no retries at all", with(func(x *situation) { x.maxRetries = 0 }), decision{outcome: Exhausted}},
-		{"no limit", with(func(x *situation) { x.try, x.maxRetries = math.MaxInt - 1, math.MaxInt }), decision{outcome: Retrying, wait: 400 * time.Millisecond, from: FromBackoff}},
+		{"no limit", with(func(x *situation) { x.try, x.maxRetries = math.MaxInt-1, math.MaxInt }), decision{outcome: Retrying, wait: 400 * time.Millisecond, from: FromBackoff}},
 		{"the body cannot be sent again", with(func(x *situation) { x.replayable = false }), decision{outcome: NotReplayable}},
 		{"no GetBody, a Budget, a long ask, 503: handed back", with(func(x *situation) {
 			x.replayable, x.budget, x.ask, x.hasAsk, x.left = false, true, 10*s, true, 10*s
@@ -39,7 +39,7 @@ func TestDecideRows(t *testing.T) {
 		{"the Quota refuses", with(func(x *situation) { x.quotaOK = false }), decision{outcome: NoQuota}},
 		{"the wait fits", with(func(x *situation) { x.left = 400*time.Millisecond + 1 }), decision{outcome: Retrying, wait: 400 * time.Millisecond, from: FromBackoff}},
 		{"the wait does not fit: not shorter than left", with(func(x *situation) { x.left = 400 * time.Millisecond }), decision{outcome: OutOfTime, from: FromBackoff}},
-		{"out of time on the backoff with a Budget: handed back", with(func(x *situation) { x.left, x.budget = 100 * time.Millisecond, true }), decision{outcome: OutOfTime, from: FromBackoff}},
+		{"out of time on the backoff with a Budget: handed back", with(func(x *situation) { x.left, x.budget = 100*time.Millisecond, true }), decision{outcome: OutOfTime, from: FromBackoff}},
 		{"out of time on the server's ask with a Budget: busy", with(func(x *situation) {
 			x.left, x.budget, x.ask, x.hasAsk = 10*s, true, 10*s, true
 		}), decision{outcome: OutOfTime, from: FromRetryAfter, rateLimited: true}},
