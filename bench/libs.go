@@ -61,6 +61,23 @@ var (
 		return retryhttp.New(base, append(retryhttpOptions(b), retryhttp.WithQuota(retryhttp.NewQuota(10, 0.1)))...)
 	}}
 
+	// RetryHTTPRetries10 is RetryHTTP with WithMaxRetries(10): 11 tries, for
+	// callers who would rather wait out a rate limit than fail.
+	RetryHTTPRetries10 = Lib{Name: "retryhttp+retries10", Retries: true, Wrap: func(base http.RoundTripper, b Backoff) http.RoundTripper {
+		return retryhttp.New(base, append(retryhttpOptions(b), retryhttp.WithMaxRetries(10))...)
+	}}
+
+	// RetryHTTPCooldown adds a Cooldown keyed by scheme://host
+	// (NewCooldown(nil)), shared by every request of the RoundTripper (R17).
+	RetryHTTPCooldown = Lib{Name: "retryhttp+cooldown", Retries: true, Wrap: func(base http.RoundTripper, b Backoff) http.RoundTripper {
+		return retryhttp.New(base, append(retryhttpOptions(b), retryhttp.WithCooldown(retryhttp.NewCooldown(nil)))...)
+	}}
+
+	// RetryHTTPCooldownRetries10 is RetryHTTPCooldown with WithMaxRetries(10).
+	RetryHTTPCooldownRetries10 = Lib{Name: "retryhttp+cooldown+retries10", Retries: true, Wrap: func(base http.RoundTripper, b Backoff) http.RoundTripper {
+		return retryhttp.New(base, append(retryhttpOptions(b), retryhttp.WithCooldown(retryhttp.NewCooldown(nil)), retryhttp.WithMaxRetries(10))...)
+	}}
+
 	// Retryablehttp is go-retryablehttp's RoundTripper (what
 	// Client.StandardClient installs) over a Client whose HTTPClient sends
 	// through base. Its default logger, which writes a DEBUG line to stderr
