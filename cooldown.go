@@ -70,6 +70,10 @@ type cooling struct {
 	permits  int
 	inflight int           // admitted sends with no answer yet
 	waiters  int           // calls waiting for an answer
+	// members counts the calls in progress that have met this entry (held,
+	// admitted, or answered into it), those sleeping between tries
+	// included: the key goes free only when the provider has room for all.
+	members  int
 	lastSend time.Time     // of the last admitted send (for the probe grace)
 	wake     chan struct{} // closed, and replaced, when waiters should look again
 }
@@ -146,14 +150,41 @@ type admission struct {
 	entry *cooling // the entry that admitted the send, for settle; nil in free flow
 }
 
-// admit tells a call with key what to do before a try at now.
-func (c *Cooldown) admit(key string, now time.Time) admission {
+// member is a call's membership of the entry it last met.
+type member struct{ e *cooling }
+
+// join makes the call of m a member of e. c.mu is held.
+func (m *member) join(e *cooling) {
+	if m == nil || m.e == e {
+		return
+	}
+	if m.e != nil {
+		m.e.members--
+	}
+	e.members++
+	m.e = e
+}
+
+// leave ends the membership of a call that is over.
+func (c *Cooldown) leave(m *member) {
+	if m.e == nil {
+		return
+	}
+	c.mu.Lock()
+	m.e.members--
+	m.e = nil
+	c.mu.Unlock()
+}
+
+// admit tells the call of m, with key, what to do before a try at now.
+func (c *Cooldown) admit(key string, now time.Time, m *member) admission {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	e := c.m[key]
 	if e == nil {
 		return admission{} // free flow
 	}
+	m.join(e)
 	if now.Before(e.until) {
 		return admission{hold: e.until.Sub(now)}
 	}
@@ -196,7 +227,7 @@ type signal struct {
 
 // settle records the answer to a send that admit let through (entry is the
 // admission's; nil in free flow) and what it says about key.
-func (c *Cooldown) settle(key string, entry *cooling, now time.Time, s signal) {
+func (c *Cooldown) settle(key string, entry *cooling, now time.Time, s signal, m *member) {
 	if entry == nil && s.until.IsZero() {
 		return // free flow and nothing to arm: no lock on the happy path
 	}
@@ -215,12 +246,11 @@ func (c *Cooldown) settle(key string, entry *cooling, now time.Time, s signal) {
 			c.m[key] = e
 			c.active.Add(1)
 		}
+		m.join(e)
 		if s.until.After(e.until) { // forward only
-			e.until = s.until
-		}
-		if now.Before(e.until) {
-			// Those waiting for this answer hold again; when the cooldown
+			// Those waiting for an answer hold again; when the cooldown
 			// ends, one probe goes first.
+			e.until = s.until
 			e.gated, e.permits = false, 0
 			e.wakeAll()
 		}
@@ -232,8 +262,8 @@ func (c *Cooldown) settle(key string, entry *cooling, now time.Time, s signal) {
 	switch {
 	case s.counted:
 		e.permits = max(int(min(s.remaining, maxCoolingKeys*16))-e.inflight, 0)
-		if e.permits > e.waiters {
-			c.free(key, e) // room for everyone waiting
+		if e.permits >= e.members {
+			c.free(key, e) // room for every call of the key in progress
 			return
 		}
 		if e.permits > 0 {

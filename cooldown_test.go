@@ -22,7 +22,7 @@ const origin = "https://api.example.com"
 func armed(clk interface{ Now() time.Time }, d time.Duration) *Cooldown {
 	cd := NewCooldown(nil)
 	now := clk.Now()
-	cd.settle(origin, nil, now, signal{until: now.Add(d)})
+	cd.settle(origin, nil, now, signal{until: now.Add(d)}, nil)
 	return cd
 }
 
@@ -52,20 +52,20 @@ func TestCooldownArming(t *testing.T) {
 	assert.True(t, cd.Until(origin).IsZero(), "never armed")
 	cd.bind(mockAt(now))
 
-	cd.settle(origin, nil, now, signal{until: now.Add(20 * time.Second)})
+	cd.settle(origin, nil, now, signal{until: now.Add(20 * time.Second)}, nil)
 	assert.Equal(t, now.Add(20*time.Second), cd.Until(origin))
-	cd.settle(origin, nil, now, signal{until: now.Add(5 * time.Second)})
+	cd.settle(origin, nil, now, signal{until: now.Add(5 * time.Second)}, nil)
 	assert.Equal(t, now.Add(20*time.Second), cd.Until(origin), "a shorter signal never shortens it")
-	cd.settle(origin, nil, now, signal{until: now.Add(30 * time.Second)})
+	cd.settle(origin, nil, now, signal{until: now.Add(30 * time.Second)}, nil)
 	assert.Equal(t, now.Add(30*time.Second), cd.Until(origin), "a longer one extends it")
-	cd.settle(origin, nil, now, signal{until: now.Add(-time.Second)})
+	cd.settle(origin, nil, now, signal{until: now.Add(-time.Second)}, nil)
 	assert.Equal(t, now.Add(30*time.Second), cd.Until(origin), "a signal in the past arms nothing")
 	assert.True(t, cd.Until("https://other.example.com").IsZero(), "another key")
 
 	cd.bind(nil) // the first clock stays
 	later := NewCooldown(nil)
 	later.bind(mockAt(now.Add(time.Minute)))
-	later.settle(origin, nil, now, signal{until: now.Add(30 * time.Second)})
+	later.settle(origin, nil, now, signal{until: now.Add(30 * time.Second)}, nil)
 	assert.True(t, later.Until(origin).IsZero(), "over on its clock: not cooling")
 }
 
@@ -78,54 +78,64 @@ func mockAt(t time.Time) *clock.Mock {
 
 // TestCooldownRelease walks the gate that spreads the calls released when a
 // cooldown ends (R17): one probe first, then as many as the provider says
-// remain, and free flow when there is room for everyone waiting.
+// remain, and free flow when it has room for every call in progress.
 func TestCooldownRelease(t *testing.T) {
 	now := epoch
 	cd := armed(mockAt(now), time.Second)
 	end := now.Add(time.Second)
+	calls := make([]member, 5) // five calls in progress on the key
 
-	assert.Equal(t, time.Second, cd.admit(origin, now).hold, "cooling: hold the rest")
+	assert.Equal(t, time.Second, cd.admit(origin, now, &calls[0]).hold, "cooling: hold the rest")
 
-	probe := cd.admit(origin, end)
+	probe := cd.admit(origin, end, &calls[0])
 	require.NotNil(t, probe.entry, "the first call after the end is the probe")
-	var waiting []admission
-	for range 3 {
-		a := cd.admit(origin, end)
+	for i := 1; i <= 3; i++ {
+		a := cd.admit(origin, end, &calls[i])
 		require.NotNil(t, a.wake, "the others wait for the probe's answer")
 		assert.Equal(t, probeGrace, a.grace)
-		waiting = append(waiting, a)
+		defer func() {
+			select {
+			case <-a.wake:
+			default:
+				t.Error("a waiting call was not woken")
+			}
+		}()
 	}
+	cd.settle(origin, nil, now, signal{until: now.Add(time.Second / 2)}, &calls[4]) // the fifth got a 429 asking less: a member, the end unchanged
+	assert.Equal(t, 5, cd.m[origin].members)
 
 	// The probe's answer: the provider says 2 remain. Two go, not three.
-	cd.settle(origin, probe.entry, end, signal{ok: true, remaining: 2, counted: true})
-	for _, a := range waiting {
-		select {
-		case <-a.wake:
-		default:
-			t.Fatal("a waiting call was not woken")
-		}
+	cd.settle(origin, probe.entry, end, signal{ok: true, remaining: 2, counted: true}, &calls[0])
+	for range 3 {
 		cd.unwait(origin)
 	}
-	first, second, third := cd.admit(origin, end), cd.admit(origin, end), cd.admit(origin, end)
+	first, second, third := cd.admit(origin, end, &calls[1]), cd.admit(origin, end, &calls[2]), cd.admit(origin, end, &calls[3])
 	assert.NotNil(t, first.entry)
 	assert.NotNil(t, second.entry)
 	require.NotNil(t, third.wake, "the third waits: the provider had room for two")
 
 	// An answer says 0 remain, reset in 1s: everyone holds again, and when
 	// that ends one probe goes first again.
-	cd.settle(origin, first.entry, end, signal{ok: true, remaining: 0, counted: true, until: end.Add(time.Second)})
+	cd.settle(origin, first.entry, end, signal{ok: true, remaining: 0, counted: true, until: end.Add(time.Second)}, &calls[1])
 	cd.unwait(origin)
-	assert.Equal(t, time.Second, cd.admit(origin, end).hold)
-	again := cd.admit(origin, end.Add(time.Second))
+	assert.Equal(t, time.Second, cd.admit(origin, end, &calls[3]).hold)
+	later := end.Add(time.Second)
+	again := cd.admit(origin, later, &calls[3])
 	require.NotNil(t, again.entry)
-	assert.NotNil(t, cd.admit(origin, end.Add(time.Second)).wake)
+	assert.NotNil(t, cd.admit(origin, later, &calls[4]).wake)
 	cd.unwait(origin)
 
-	// A success with room for everyone waiting frees the key.
-	cd.settle(origin, second.entry, end, signal{ok: true, remaining: 5, counted: true}) // from before: says nothing of the new gate
-	cd.settle(origin, again.entry, end.Add(time.Second), signal{ok: true, remaining: 50, counted: true})
-	assert.Zero(t, cd.active.Load(), "free again")
-	assert.Equal(t, admission{}, cd.admit(origin, end.Add(time.Second)))
+	// Any answer is the provider's word about now, one from a send of an
+	// earlier round too: room for 4, one send still out, 5 calls in
+	// progress: still gated. Then two calls end, and room for 4 covers the
+	// 3 left: the key is free.
+	cd.settle(origin, second.entry, later, signal{ok: true, remaining: 4, counted: true}, &calls[2])
+	assert.EqualValues(t, 1, cd.active.Load(), "room for 3 (4, less the send out) for 5 calls: still gated")
+	cd.leave(&calls[0])
+	cd.leave(&calls[1])
+	cd.settle(origin, again.entry, later, signal{ok: true, remaining: 4, counted: true}, &calls[3])
+	assert.Zero(t, cd.active.Load(), "room for every call in progress: free again")
+	assert.Equal(t, admission{}, cd.admit(origin, later, &calls[4]))
 }
 
 func TestCooldownReleaseWithoutCounts(t *testing.T) {
@@ -142,13 +152,13 @@ func TestCooldownReleaseWithoutCounts(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			cd := armed(mockAt(now), time.Second)
 			end := now.Add(time.Second)
-			probe := cd.admit(origin, end)
-			cd.settle(origin, probe.entry, end, tc.answer)
+			probe := cd.admit(origin, end, nil)
+			cd.settle(origin, probe.entry, end, tc.answer, nil)
 			assert.Equal(t, tc.wantFree, cd.active.Load() == 0)
 			if !tc.wantFree {
-				assert.NotNil(t, cd.admit(origin, end).wake, "nothing more goes until the grace")
+				assert.NotNil(t, cd.admit(origin, end, nil).wake, "nothing more goes until the grace")
 				cd.unwait(origin)
-				late := cd.admit(origin, end.Add(probeGrace))
+				late := cd.admit(origin, end.Add(probeGrace), nil)
 				assert.NotNil(t, late.entry, "after the grace one more goes")
 			}
 		})
@@ -161,7 +171,7 @@ func TestCooldownMemoryBounded(t *testing.T) {
 	now := epoch
 	cd := NewCooldown(nil)
 	for i := range 3 * maxCoolingKeys {
-		cd.settle(fmt.Sprintf("https://h%d.example.com", i), nil, now, signal{until: now.Add(time.Hour)})
+		cd.settle(fmt.Sprintf("https://h%d.example.com", i), nil, now, signal{until: now.Add(time.Hour)}, nil)
 	}
 	assert.Equal(t, maxCoolingKeys, len(cd.m))
 	assert.EqualValues(t, maxCoolingKeys, cd.active.Load())
@@ -169,7 +179,7 @@ func TestCooldownMemoryBounded(t *testing.T) {
 	// An hour later every one of them is over: new keys sweep them out.
 	later := now.Add(2 * time.Hour)
 	for i := range 100 {
-		cd.settle(fmt.Sprintf("https://new%d.example.com", i), nil, later, signal{until: later.Add(time.Minute)})
+		cd.settle(fmt.Sprintf("https://new%d.example.com", i), nil, later, signal{until: later.Add(time.Minute)}, nil)
 	}
 	assert.Equal(t, 100, len(cd.m))
 	assert.EqualValues(t, 100, cd.active.Load())
@@ -222,7 +232,7 @@ func TestCooldownThroughTheTransport(t *testing.T) {
 
 	t.Run("the hold is logged", func(t *testing.T) {
 		clk, cd, _, tr, logged := newCdEnv(t, []retryhttptest.Reply{ok})
-		cd.settle(origin, nil, clk.Now(), signal{until: clk.Now().Add(3 * time.Second)})
+		cd.settle(origin, nil, clk.Now(), signal{until: clk.Now().Add(3 * time.Second)}, nil)
 		resp, err := tr.RoundTrip(get(context.Background()))
 		require.NoError(t, err)
 		resp.Body.Close()
@@ -238,7 +248,7 @@ func TestCooldownThroughTheTransport(t *testing.T) {
 		// told to wait 5s: this call's retry waits for that, not its own 1s.
 		base := roundTripperFunc(func(*http.Request) (*http.Response, error) {
 			if tries++; tries == 1 {
-				cd.settle(origin, nil, clk.Now(), signal{until: clk.Now().Add(5 * time.Second)})
+				cd.settle(origin, nil, clk.Now(), signal{until: clk.Now().Add(5 * time.Second)}, nil)
 				return respond(503, "", "Retry-After", "1"), nil
 			}
 			return respond(200, "ok"), nil
@@ -257,7 +267,7 @@ func TestCooldownThroughTheTransport(t *testing.T) {
 	t.Run("a hold that does not fit sends nothing: busy, with or without a Budget", func(t *testing.T) {
 		for _, withBudget := range []bool{false, true} {
 			clk, cd, script, tr, _ := newCdEnv(t, []retryhttptest.Reply{ok})
-			cd.settle(origin, nil, clk.Now(), signal{until: clk.Now().Add(30 * time.Second)})
+			cd.settle(origin, nil, clk.Now(), signal{until: clk.Now().Add(30 * time.Second)}, nil)
 			ctx, cancel := clk.WithTimeout(context.Background(), 10*time.Second)
 			var budget *Budget
 			if withBudget {
@@ -284,7 +294,7 @@ func TestCooldownThroughTheTransport(t *testing.T) {
 
 	t.Run("a hold is charged to the Budget", func(t *testing.T) {
 		clk, cd, _, tr, _ := newCdEnv(t, []retryhttptest.Reply{ok})
-		cd.settle(origin, nil, clk.Now(), signal{until: clk.Now().Add(4 * time.Second)})
+		cd.settle(origin, nil, clk.Now(), signal{until: clk.Now().Add(4 * time.Second)}, nil)
 		budget := NewBudget(PublicTierMaxWait)
 		resp, err := tr.RoundTrip(get(WithBudget(context.Background(), budget)))
 		require.NoError(t, err)
@@ -295,7 +305,7 @@ func TestCooldownThroughTheTransport(t *testing.T) {
 
 	t.Run("canceled during a hold", func(t *testing.T) {
 		clk, cd, script, tr, _ := newCdEnv(t, []retryhttptest.Reply{ok})
-		cd.settle(origin, nil, clk.Now(), signal{until: clk.Now().Add(4 * time.Second)})
+		cd.settle(origin, nil, clk.Now(), signal{until: clk.Now().Add(4 * time.Second)}, nil)
 		budget := NewBudget(PublicTierMaxWait)
 		ctx, cancel := context.WithCancel(WithBudget(context.Background(), budget))
 		defer cancel()
@@ -380,7 +390,7 @@ func TestCooldownOneProbeFirst(t *testing.T) {
 		return respond(200, "ok", "X-Ratelimit-Remaining-Requests", "100"), nil
 	})
 	tr := New(base, WithClock(clk), WithCooldown(cd))
-	cd.settle(origin, nil, clk.Now(), signal{until: clk.Now().Add(time.Second)})
+	cd.settle(origin, nil, clk.Now(), signal{until: clk.Now().Add(time.Second)}, nil)
 	clk.Add(time.Second) // the cooldown is over: the calls meet the gate
 
 	const calls = 8

@@ -205,6 +205,10 @@ func (t *Transport) roundTrip(req, send *http.Request, first *tried) (*http.Resp
 		call = t.calls.next()
 	}
 	cd := c.cooldown
+	var membership member // of the Cooldown's entry for req
+	if cd != nil {
+		defer cd.leave(&membership)
+	}
 	key, keyed := "", false // the Cooldown's key for req, made when first needed
 	keyOf := func() string {
 		if !keyed {
@@ -225,7 +229,7 @@ func (t *Transport) roundTrip(req, send *http.Request, first *tried) (*http.Resp
 		)
 		if cd != nil && !(try == 1 && first != nil) && cd.active.Load() > 0 && keyOf() != "" {
 			var err error
-			if entry, held, err = t.hold(ctx, req, key, budget, &p); err != nil {
+			if entry, held, err = t.hold(ctx, req, key, budget, &p, &membership); err != nil {
 				closeBody(send.Body) // R1: the caller's body, or a retry's fresh one, is closed unsent
 				return nil, err
 			}
@@ -291,7 +295,7 @@ func (t *Transport) roundTrip(req, send *http.Request, first *tried) (*http.Resp
 		if cd != nil {
 			if s := signalOf(resp, class, ask, hasAsk, now); entry != nil || !s.until.IsZero() {
 				if keyOf() != "" {
-					cd.settle(key, entry, now, s)
+					cd.settle(key, entry, now, s, &membership)
 				}
 			}
 		}
@@ -450,14 +454,14 @@ func (t *Transport) report(ctx context.Context, a Attempt, cleanup func()) {
 // wait like any other (R7 fit, R8 charged, interruptible), and the wait for
 // a probe's answer. It returns the admission's entry and what was waited;
 // an error ends the call: a hold that does not fit sends nothing.
-func (t *Transport) hold(ctx context.Context, req *http.Request, key string, budget *Budget, p *progress) (*cooling, time.Duration, error) {
+func (t *Transport) hold(ctx context.Context, req *http.Request, key string, budget *Budget, p *progress, m *member) (*cooling, time.Duration, error) {
 	c := &t.cfg
 	cd := c.cooldown
 	start := c.clock.Now()
 	var held time.Duration
 	for {
 		now := c.clock.Now()
-		a := cd.admit(key, now)
+		a := cd.admit(key, now, m)
 		switch {
 		case a.hold > 0:
 			left, untilDeadline := t.left(ctx, budget)

@@ -295,7 +295,7 @@ func TestCallerBodyClosedOnEveryPath(t *testing.T) {
 	}
 	cooling := func() *Cooldown { // api.example.com cools for an hour
 		cd := NewCooldown(nil)
-		cd.settle("https://api.example.com", nil, epoch, signal{until: epoch.Add(time.Hour)})
+		cd.settle("https://api.example.com", nil, epoch, signal{until: epoch.Add(time.Hour)}, nil)
 		return cd
 	}
 	canceled, cancel := context.WithCancel(context.Background())
