@@ -68,8 +68,8 @@ type cooling struct {
 	// as many as the provider says remain.
 	gated    bool
 	permits  int
-	inflight int           // admitted sends with no answer yet
-	waiters  int           // calls waiting for an answer
+	inflight int // admitted sends with no answer yet
+	waiters  int // calls waiting for an answer
 	// members counts the calls in progress that have met this entry (held,
 	// admitted, or answered into it), those sleeping between tries
 	// included: the key goes free only when the provider has room for all.
