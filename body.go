@@ -72,23 +72,18 @@ func (r *readAhead) run() {
 }
 
 // wait waits until the read ahead has ended, d has passed in real time, or
-// ctx has ended, and reports whether the read has ended.
-func (r *readAhead) wait(ctx context.Context, d time.Duration) bool {
-	if r.finished() {
-		return true
-	}
-	if d <= 0 {
-		return false
+// ctx has ended.
+func (r *readAhead) wait(ctx context.Context, d time.Duration) {
+	if d <= 0 || r.finished() {
+		return
 	}
 	timer := time.NewTimer(d)
 	defer timer.Stop()
 	select {
 	case <-r.done:
-		return true
 	case <-timer.C:
 	case <-ctx.Done():
 	}
-	return false
 }
 
 // finished reports whether the read ahead has ended, without waiting.

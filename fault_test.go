@@ -481,8 +481,8 @@ func TestFaultDrainBeforeRetry(t *testing.T) {
 			tr := New(base, WithClock(clk), WithBackoff(noJitter))
 			start := time.Now()
 			r := drive(t, tr, clk, newRequest(t, context.Background(), http.MethodGet, srv.URL, nil))
-			if real := time.Since(start); real > 5*time.Second {
-				t.Errorf("the call took %v of real time, want well under 5 s", real)
+			if elapsed := time.Since(start); elapsed > 5*time.Second {
+				t.Errorf("the call took %v of real time, want well under 5 s", elapsed)
 			}
 			if r.err != nil {
 				t.Fatalf("RoundTrip error = %v, want the last 503", r.err)
@@ -540,8 +540,8 @@ func TestFaultHangBeforeHeaders(t *testing.T) {
 	tr := New(faultBase(t), WithClock(clk), WithBackoff(noJitter), WithTryTimeout(d), WithObserver(seen.observe))
 	start := time.Now()
 	r := ttDrive(t, tr, clk, newRequest(t, context.Background(), http.MethodGet, srv.URL, nil), hung, d)
-	if real := time.Since(start); real > 3*time.Second {
-		t.Errorf("the call took %v of real time, want the hang cut on the fake clock", real)
+	if elapsed := time.Since(start); elapsed > 3*time.Second {
+		t.Errorf("the call took %v of real time, want the hang cut on the fake clock", elapsed)
 	}
 	if r.err != nil {
 		t.Fatalf("RoundTrip error = %v, want the second try's 200", r.err)

@@ -14,6 +14,7 @@ import (
 // Outcome is what the transport did after a try.
 type Outcome uint8
 
+// What the transport does after a try; all but Retrying end the call.
 const (
 	Done          Outcome = iota // a Permanent try: returned as it is
 	Retrying                     // a wait, then another try
@@ -38,6 +39,7 @@ func (o Outcome) String() string {
 // WaitSource says which side set a wait (R4).
 type WaitSource uint8
 
+// The sides that can set a wait: the largest of them does.
 const (
 	FromBackoff    WaitSource = iota // the transport's own Backoff
 	FromRetryAfter                   // the server's Retry-After, being the larger

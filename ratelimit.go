@@ -238,7 +238,7 @@ func durationUnit(s string) (time.Duration, bool) {
 func parseRateLimitField(s string) (longest time.Duration, ok bool) {
 	for s != "" {
 		var item string
-		item, s, _ = cutUnquoted(s, ',')
+		item, s = cutUnquoted(s, ',')
 		if d, exhausted := parseRateLimitItem(trimSpaceTab(item)); exhausted && (!ok || d > longest) {
 			longest, ok = d, true
 		}
@@ -249,7 +249,7 @@ func parseRateLimitField(s string) (longest time.Duration, ok bool) {
 // parseRateLimitItem reads one item of the RateLimit field: its reset, and
 // whether it is exhausted (r=0 with a t that parses).
 func parseRateLimitItem(item string) (time.Duration, bool) {
-	bare, params, _ := cutUnquoted(item, ';')
+	bare, params := cutUnquoted(item, ';')
 	if !validBareItem(trimSpaceTab(bare)) {
 		return 0, false
 	}
@@ -257,7 +257,7 @@ func parseRateLimitItem(item string) (time.Duration, bool) {
 	var hasR, hasT bool
 	for params != "" {
 		var p string
-		p, params, _ = cutUnquoted(params, ';')
+		p, params = cutUnquoted(params, ';')
 		key, val, _ := strings.Cut(p, "=")
 		switch trimSpaceTab(key) {
 		case "r": // a repeated parameter: the last one counts (RFC 8941, 4.2.3.2)
@@ -292,9 +292,9 @@ func validBareItem(s string) bool {
 	return false // no closing quote
 }
 
-// cutUnquoted is strings.Cut on the byte sep, skipping any sep inside a
+// cutUnquoted is strings.Cut on the byte sep (after is "" when s has none), skipping any sep inside a
 // quoted string (with its backslash escapes).
-func cutUnquoted(s string, sep byte) (before, after string, found bool) {
+func cutUnquoted(s string, sep byte) (before, after string) {
 	quoted := false
 	for i := 0; i < len(s); i++ {
 		switch c := s[i]; {
@@ -303,8 +303,8 @@ func cutUnquoted(s string, sep byte) (before, after string, found bool) {
 		case c == '"':
 			quoted = !quoted
 		case !quoted && c == sep:
-			return s[:i], s[i+1:], true
+			return s[:i], s[i+1:]
 		}
 	}
-	return s, "", false
+	return s, ""
 }

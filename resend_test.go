@@ -16,7 +16,9 @@ import (
 // a context of its own), and 0 for a context that never met a Transport.
 func TestResendCount(t *testing.T) {
 	assert.Equal(t, 0, ResendCount(context.Background()))
-	assert.Equal(t, 0, ResendCount(nil)) //nolint:staticcheck // a nil context must not panic
+	//lint:ignore SA1012 a nil context must not panic
+	//nolint:staticcheck // a nil context must not panic
+	assert.Equal(t, 0, ResendCount(nil))
 
 	for _, tc := range []struct {
 		name string

@@ -227,7 +227,7 @@ func (t *Transport) roundTrip(req, send *http.Request, first *tried) (*http.Resp
 			entry *cooling
 			held  time.Duration
 		)
-		if cd != nil && !(try == 1 && first != nil) && cd.active.Load() > 0 && keyOf() != "" {
+		if cd != nil && (try > 1 || first == nil) && cd.active.Load() > 0 && keyOf() != "" {
 			var err error
 			if entry, held, err = t.hold(ctx, req, key, budget, &p, &membership); err != nil {
 				closeBody(send.Body) // R1: the caller's body, or a retry's fresh one, is closed unsent
@@ -351,7 +351,7 @@ func (t *Transport) roundTrip(req, send *http.Request, first *tried) (*http.Resp
 			}, func() {
 				// An Observer that panics leaks nothing.
 				if resp != nil {
-					resp.Body.Close()
+					_ = resp.Body.Close()
 				}
 				closeBody(body)
 				if d.outcome == Retrying && budget != nil {
@@ -593,7 +593,7 @@ func (t *Transport) send(r *http.Request) (*http.Response, error) {
 		// the try's context is gone, and with it the body.
 		cancel(errTryTimedOut)
 		if resp != nil {
-			resp.Body.Close()
+			_ = resp.Body.Close()
 		}
 		if ctx.Err() != nil {
 			if err == nil {
@@ -708,18 +708,18 @@ func discard(ctx context.Context, resp *http.Response, bound time.Duration) {
 	case ok:
 		bound = 0 // read ahead before the decision, it has had its bodyTimeout
 	case resp.ContentLength > maxDrain:
-		resp.Body.Close() // too long to drain: the connection goes
+		_ = resp.Body.Close() // too long to drain: the connection goes
 		return
 	default:
 		ra = startReadAhead(resp.Body, false)
 	}
 	ra.wait(ctx, bound)
-	ra.Close()
+	_ = ra.Close()
 }
 
 func closeBody(b io.ReadCloser) {
 	if b != nil {
-		b.Close()
+		_ = b.Close()
 	}
 }
 

@@ -802,7 +802,7 @@ func TestObserverPanicLeaksNothing(t *testing.T) {
 				return fresh, nil
 			}
 			tr := New(base, WithClock(newFakeClock()), WithObserver(func(context.Context, Attempt) { panic("observer bug") }))
-			assert.PanicsWithValue(t, "observer bug", func() { tr.RoundTrip(req) })
+			assert.PanicsWithValue(t, "observer bug", func() { _, _ = tr.RoundTrip(req) })
 			assert.EqualValues(t, 1, respBody.closed.Load(), "the try's response is closed")
 			if tc.status != 200 {
 				require.NotNil(t, fresh)

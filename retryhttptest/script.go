@@ -155,7 +155,7 @@ func (s *Script) RoundTrip(req *http.Request) (*http.Response, error) {
 	}
 	if ctx := req.Context(); ctx.Err() != nil {
 		if req.Body != nil {
-			req.Body.Close()
+			_ = req.Body.Close()
 		}
 		return nil, context.Cause(ctx) // not sent, as in net/http
 	}
@@ -198,7 +198,7 @@ func readBody(req *http.Request) ([]byte, error) {
 	if req.Body == nil {
 		return nil, nil
 	}
-	defer req.Body.Close()
+	defer func() { _ = req.Body.Close() }()
 	if req.Body == http.NoBody {
 		return nil, nil
 	}
@@ -209,7 +209,10 @@ func readBody(req *http.Request) ([]byte, error) {
 // functions due on it (the transport's try timeout) run without a goroutine.
 func hang(ctx context.Context, clk clock.Clock) error {
 	if c, ok := clk.(*Clock); ok {
-		for ctx.Err() == nil && c.runNext() {
+		for ctx.Err() == nil {
+			if !c.runNext() {
+				break
+			}
 		}
 	}
 	if ctx.Err() == nil && ctx.Done() == nil {

@@ -92,6 +92,8 @@ func TestScriptResponse(t *testing.T) {
 
 func TestStatusPanicsOnANameWithoutValue(t *testing.T) {
 	assert.PanicsWithValue(t, `retryhttptest: Status: header "Retry-After" has no value`, func() {
+		//lint:ignore SA5012 the odd count is the point
+		//nolint:staticcheck // the odd count is the point
 		retryhttptest.Status(429, "Retry-After")
 	})
 }

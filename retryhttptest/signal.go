@@ -12,6 +12,7 @@ import (
 // it, so that one table can run a case through every form.
 type Signal uint8
 
+// The forms a server says "wait d" in.
 const (
 	RetryAfterSeconds Signal = iota // Retry-After: 2 (delay-seconds; 1.5 when d has a fraction)
 	RetryAfterMs                    // retry-after-ms: 2000 (OpenAI, Anthropic; a fraction when d has one)
