@@ -2,12 +2,18 @@ package retryhttp
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
+	"errors"
+	"io"
 	"math/rand/v2"
+	"net/http"
+	"net/http/httptest"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/retryhttp/retryhttp/retryhttptest"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -205,4 +211,181 @@ func FuzzParseErrorBody(f *testing.F) {
 		twice := []byte("[" + string(body) + "," + string(body) + "]")
 		require.Equal(t, got, ParseErrorBody(twice), "an object once and twice in an array: %q", body)
 	})
+}
+
+// jsonReply is a reply with a JSON error body and, optionally, headers.
+func jsonReply(status int, body string, headerKV ...string) retryhttptest.Reply {
+	r := retryhttptest.Status(status, append([]string{"Content-Type", "application/json; charset=UTF-8"}, headerKV...)...)
+	r.Body = body
+	return r
+}
+
+// TestErrorBodyThroughTheTransport checks R19 end to end on the kit's Clock:
+// the body's retryDelay is the server's ask, a spent quota is Permanent, and
+// any response handed back yields every byte of its body.
+func TestErrorBodyThroughTheTransport(t *testing.T) {
+	const gemini45 = 45*time.Second + 837906927*time.Nanosecond
+	ok := retryhttptest.Reply{Body: "ok"}
+	huge := strings.Repeat("9", 9000)
+	for _, tc := range []struct {
+		name       string
+		replies    []retryhttptest.Reply
+		budget     bool
+		wantWaits  []time.Duration
+		wantStatus int // 0: an error
+		wantBody   string
+		wantLimit  bool
+		wantAfter  time.Duration // Error.RetryAfter
+		wantTries  int
+	}{
+		{name: "Gemini: the retryDelay is waited, not the backoff", replies: []retryhttptest.Reply{jsonReply(429, geminiPerMinute), ok},
+			wantWaits: []time.Duration{gemini45}, wantStatus: 200, wantBody: "ok", wantTries: 2},
+		{name: "a Retry-After header asking more wins", replies: []retryhttptest.Reply{jsonReply(429, retryInfo(`"2s"`), "Retry-After", "5"), ok},
+			wantWaits: []time.Duration{5 * time.Second}, wantStatus: 200, wantBody: "ok", wantTries: 2},
+		{name: "a body asking more than the header wins", replies: []retryhttptest.Reply{jsonReply(429, retryInfo(`"7s"`), "Retry-After", "5"), ok},
+			wantWaits: []time.Duration{7 * time.Second}, wantStatus: 200, wantBody: "ok", wantTries: 2},
+		{name: "a retryDelay shorter than the backoff: the backoff", replies: []retryhttptest.Reply{jsonReply(503, retryInfo(`"0.1s"`)), ok},
+			wantWaits: []time.Duration{400 * time.Millisecond}, wantStatus: 200, wantBody: "ok", wantTries: 2},
+		{name: "Gemini per-day quota: handed back at once, whole", replies: []retryhttptest.Reply{jsonReply(429, geminiPerDay), ok},
+			wantStatus: 429, wantBody: geminiPerDay, wantTries: 1},
+		{name: "Gemini per-day quota with a Budget: handed back, not busy", replies: []retryhttptest.Reply{jsonReply(429, geminiPerDay), ok}, budget: true,
+			wantStatus: 429, wantBody: geminiPerDay, wantTries: 1},
+		{name: "OpenAI insufficient_quota: handed back at once", replies: []retryhttptest.Reply{jsonReply(429, openAIQuota), ok},
+			wantStatus: 429, wantBody: openAIQuota, wantTries: 1},
+		{name: "public tier, retryDelay 30s: busy at once", replies: []retryhttptest.Reply{jsonReply(429, retryInfo(`"30s"`)), ok}, budget: true,
+			wantLimit: true, wantAfter: 30 * time.Second, wantTries: 1},
+		{name: "retryDelay -5s is ignored", replies: []retryhttptest.Reply{jsonReply(429, retryInfo(`"-5s"`)), ok},
+			wantWaits: []time.Duration{400 * time.Millisecond}, wantStatus: 200, wantBody: "ok", wantTries: 2},
+		{name: "retryDelay 1e400s is ignored", replies: []retryhttptest.Reply{jsonReply(429, retryInfo(`"1e400s"`)), ok},
+			wantWaits: []time.Duration{400 * time.Millisecond}, wantStatus: 200, wantBody: "ok", wantTries: 2},
+		{name: "retryDelay abc is ignored", replies: []retryhttptest.Reply{jsonReply(429, retryInfo(`"abc"`)), ok},
+			wantWaits: []time.Duration{400 * time.Millisecond}, wantStatus: 200, wantBody: "ok", wantTries: 2},
+		{name: "retryDelay of nine thousand digits saturates: does not fit, handed back whole",
+			replies: []retryhttptest.Reply{jsonReply(429, retryInfo(`"`+huge+`s"`)), ok},
+			wantStatus: 429, wantBody: retryInfo(`"` + huge + `s"`), wantTries: 1},
+		{name: "not JSON despite its Content-Type: the backoff, and handed back whole at the end",
+			replies: []retryhttptest.Reply{jsonReply(503, "<html>busy</html>")}, wantWaits: []time.Duration{400 * time.Millisecond, 800 * time.Millisecond},
+			wantStatus: 503, wantBody: "<html>busy</html>", wantTries: 3},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			clk := retryhttptest.NewClock()
+			script := retryhttptest.NewScript(tc.replies...).WithClock(clk)
+			log, logs := logSink()
+			tr := New(script, WithClock(clk), WithBackoff(noJitter), WithLogger(log))
+			ctx := context.Background()
+			if tc.budget {
+				ctx = WithBudget(ctx, NewBudget(PublicTierMaxWait))
+			}
+			req, _ := http.NewRequestWithContext(ctx, "POST", "https://generativelanguage.googleapis.com/v1beta/models/gemini:generateContent", strings.NewReader("{}"))
+			resp, err := tr.RoundTrip(req)
+			assert.Equal(t, tc.wantWaits, clk.Waits())
+			assert.Equal(t, tc.wantTries, script.Len(), "tries")
+			if tc.wantStatus == 0 {
+				require.Nil(t, resp)
+				var e *Error
+				require.ErrorAs(t, err, &e)
+				assert.Equal(t, tc.wantLimit, errors.Is(err, ErrRateLimited))
+				assert.Equal(t, tc.wantAfter, e.RetryAfter)
+				return
+			}
+			require.NoError(t, err)
+			defer resp.Body.Close()
+			assert.Equal(t, tc.wantStatus, resp.StatusCode)
+			body, err := io.ReadAll(resp.Body)
+			require.NoError(t, err)
+			assert.Equal(t, tc.wantBody, string(body), "every byte of the body handed back")
+			for _, e := range logs.FilterMessage(msgRetrying).All() {
+				if len(tc.wantWaits) > 0 && tc.wantWaits[0] > 400*time.Millisecond {
+					assert.Equal(t, "retry-after", e.ContextMap()["wait_from"])
+				}
+			}
+		})
+	}
+}
+
+// TestErrorBodyLargeOrStalled: a body read before deciding is read at most
+// 64 KiB and bounded in time; a response handed back still yields every
+// byte, the read-ahead first, then the rest (R10, R19).
+func TestErrorBodyLargeOrStalled(t *testing.T) {
+	big := `{"error":{"message":"` + strings.Repeat("x", 10<<20) + `"}}` // 10 MiB
+	for _, tc := range []struct {
+		name   string
+		length int64 // ContentLength; -1 unknown
+	}{
+		{"10 MiB, length known: not read", int64(len(big))},
+		{"10 MiB, length unknown: 64 KiB read, all handed back", -1},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			body := &trackedBody{r: strings.NewReader(big)}
+			base := roundTripperFunc(func(*http.Request) (*http.Response, error) {
+				return &http.Response{StatusCode: 429, Header: http.Header{"Content-Type": {"application/json"}}, Body: body, ContentLength: tc.length}, nil
+			})
+			tr := New(base, WithMaxRetries(0))
+			resp, err := tr.RoundTrip(httptest.NewRequest("GET", "https://api.example.com", nil))
+			require.NoError(t, err)
+			got, err := io.ReadAll(resp.Body)
+			require.NoError(t, err)
+			require.NoError(t, resp.Body.Close())
+			assert.Equal(t, len(big), len(got))
+			assert.True(t, string(got) == big, "the body handed back is the body sent")
+			assert.EqualValues(t, 1, body.closed.Load())
+		})
+	}
+
+	t.Run("stalls after 10 bytes: handed back at once, the 10 bytes first", func(t *testing.T) {
+		pr, pw := io.Pipe()
+		go func() {
+			_, _ = pw.Write([]byte(`{"error":{`))
+		}()
+		base := roundTripperFunc(func(*http.Request) (*http.Response, error) {
+			return &http.Response{StatusCode: 429, Header: http.Header{"Content-Type": {"application/json"}}, Body: pr, ContentLength: -1}, nil
+		})
+		start := time.Now()
+		resp, err := New(base, WithMaxRetries(0)).RoundTrip(httptest.NewRequest("GET", "https://api.example.com", nil))
+		require.NoError(t, err)
+		t.Logf("returned after %v of real time", time.Since(start))
+		b := make([]byte, 10)
+		_, err = io.ReadFull(resp.Body, b)
+		require.NoError(t, err)
+		assert.Equal(t, `{"error":{`, string(b))
+		require.NoError(t, resp.Body.Close()) // ends the stalled read
+		pw.CloseWithError(io.ErrClosedPipe)
+	})
+}
+
+// TestErrorBodyNotReadWhenNotNeeded: a success, and a failure Permanent by
+// its status, are handed back with the base's own body, unread (R16, R19).
+func TestErrorBodyNotReadWhenNotNeeded(t *testing.T) {
+	for _, status := range []int{200, 400, 401, 404} {
+		body := &trackedBody{r: strings.NewReader(openAIQuota)}
+		base := roundTripperFunc(func(*http.Request) (*http.Response, error) {
+			return &http.Response{StatusCode: status, Header: http.Header{"Content-Type": {"application/json"}}, Body: body, ContentLength: int64(len(openAIQuota))}, nil
+		})
+		resp, err := New(base).RoundTrip(httptest.NewRequest("GET", "https://api.example.com", nil))
+		require.NoError(t, err)
+		assert.Same(t, body, resp.Body, "status %d: the base's body itself", status)
+		assert.Zero(t, body.read.Load(), "status %d: unread", status)
+	}
+}
+
+// TestErrorBodyArmsTheCooldown: a body's retryDelay is the server's ask for
+// the Cooldown too (R17, R19).
+func TestErrorBodyArmsTheCooldown(t *testing.T) {
+	clk := retryhttptest.NewClock()
+	cd := NewCooldown(nil)
+	script := retryhttptest.NewScript(jsonReply(429, retryInfo(`"12s"`))).WithClock(clk)
+	tr := New(script, WithClock(clk), WithCooldown(cd), WithMaxRetries(0))
+	resp, err := tr.RoundTrip(httptest.NewRequest("GET", "https://generativelanguage.googleapis.com/v1beta", nil))
+	require.NoError(t, err)
+	resp.Body.Close()
+	assert.Equal(t, clk.Now().Add(12*time.Second), cd.Until("https://generativelanguage.googleapis.com"))
+}
+
+func TestIsJSON(t *testing.T) {
+	for v, want := range map[string]bool{
+		"application/json": true, "application/json; charset=UTF-8": true, "Application/JSON": true,
+		"application/problem+json": true, "text/json": false, "text/html": false, "": false, "application/json;;": false,
+	} {
+		assert.Equal(t, want, isJSON(http.Header{"Content-Type": {v}}), v)
+	}
 }

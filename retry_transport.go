@@ -80,11 +80,16 @@ func WithBackoff(b Backoff) Option {
 	return func(c *config) { c.backoff = b }
 }
 
-// WithClock sets the clock that every time read and every wait goes through,
-// so tests can use clock.NewMock(). The default is clock.New(); nil keeps it.
-// A request's context deadline is compared with this clock's now (R7): when
-// requests carry real deadlines (provider SDKs set their own), set a mock to
-// time.Now() first, or every wait will look out of time.
+// WithClock sets the clock that every time read and every wait of the
+// transport goes through. The default is clock.New(); nil keeps it.
+//
+// A request's context deadline is compared with this clock's now (R7), so a
+// test clock must start near the real now when requests carry real deadlines
+// (provider SDKs set their own). clock.NewMock starts in 1970: every real
+// deadline then looks decades away and the deadline check is silently off.
+// Use retryhttptest.NewClock, which starts at time.Now() and takes no time
+// for any wait, or Set a mock to time.Now() first, or give requests
+// deadlines on the test clock (retryhttptest.Clock.WithTimeout).
 func WithClock(clk clock.Clock) Option {
 	return func(c *config) {
 		if clk != nil {
@@ -116,7 +121,8 @@ func WithClassifier(cl Classifier) Option {
 }
 
 // WithObserver sets a function told of every try (R15). The default, and
-// nil, is none.
+// nil, is none. Given twice, the last wins: to feed several consumers
+// (metrics and a UI, say), pass one function that calls each.
 func WithObserver(o Observer) Option {
 	return func(c *config) { c.observe = o }
 }
