@@ -261,7 +261,7 @@ func TestErrorBodyThroughTheTransport(t *testing.T) {
 		{name: "retryDelay abc is ignored", replies: []retryhttptest.Reply{jsonReply(429, retryInfo(`"abc"`)), ok},
 			wantWaits: []time.Duration{400 * time.Millisecond}, wantStatus: 200, wantBody: "ok", wantTries: 2},
 		{name: "retryDelay of nine thousand digits saturates: does not fit, handed back whole",
-			replies: []retryhttptest.Reply{jsonReply(429, retryInfo(`"`+huge+`s"`)), ok},
+			replies:    []retryhttptest.Reply{jsonReply(429, retryInfo(`"`+huge+`s"`)), ok},
 			wantStatus: 429, wantBody: retryInfo(`"` + huge + `s"`), wantTries: 1},
 		{name: "not JSON despite its Content-Type: the backoff, and handed back whole at the end",
 			replies: []retryhttptest.Reply{jsonReply(503, "<html>busy</html>")}, wantWaits: []time.Duration{400 * time.Millisecond, 800 * time.Millisecond},
