@@ -5,6 +5,7 @@ package retryhttp
 import (
 	"context"
 	"net/http"
+	"runtime"
 	"testing"
 )
 
@@ -35,4 +36,47 @@ func TestHappyPathAllocatesNothing(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestMemoryFlat: 100,000 calls, each retried once (a 503, then a 200),
+// leave the heap where it was (R16): nothing of a call outlives it. The
+// base answers with fresh responses, as a real one does, so what would pile
+// up is the transport's own.
+func TestMemoryFlat(t *testing.T) {
+	var n int
+	base := roundTripperFunc(func(*http.Request) (*http.Response, error) {
+		n++
+		if n%2 == 1 {
+			return &http.Response{StatusCode: 503, Header: http.Header{}, Body: http.NoBody}, nil
+		}
+		return &http.Response{StatusCode: 200, Header: http.Header{}, Body: http.NoBody}, nil
+	})
+	tr := New(base, WithBackoff(Backoff{}), WithObserver(func(context.Context, Attempt) {}))
+	req := newRequest(t, context.Background(), http.MethodPost, "https://api.example.com/v1/chat", []byte(`{"q":1}`))
+	call := func() {
+		resp, err := tr.RoundTrip(req)
+		if err != nil || resp.StatusCode != 200 {
+			t.Fatalf("RoundTrip = %v, %v", resp, err)
+		}
+	}
+	for range 100_000 { // warm up: pools, the first of everything
+		call()
+	}
+	before := heapAfterGC()
+	for range 100_000 {
+		call()
+	}
+	growth := heapAfterGC() - before
+	t.Logf("heap after 100,000 more retried calls: %+d bytes", growth)
+	if growth > 256<<10 {
+		t.Errorf("the heap grew by %d bytes over 100,000 calls, want it flat (under 256 KiB of the runtime's own noise)", growth)
+	}
+}
+
+func heapAfterGC() int64 {
+	runtime.GC()
+	runtime.GC() // a second cycle frees what the first one's finalizers let go
+	var m runtime.MemStats
+	runtime.ReadMemStats(&m)
+	return int64(m.HeapAlloc)
 }

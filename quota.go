@@ -17,6 +17,7 @@ import (
 type Quota struct {
 	max    float64
 	ratio  float64
+	full   uint64        // math.Float64bits(max)
 	tokens atomic.Uint64 // math.Float64bits of the tokens left
 }
 
@@ -35,7 +36,7 @@ func NewQuota(maxTokens, ratio float64) *Quota {
 	if !(ratio > 0) {
 		ratio = 0
 	}
-	q := &Quota{max: maxTokens, ratio: ratio}
+	q := &Quota{max: maxTokens, ratio: ratio, full: math.Float64bits(maxTokens)}
 	q.tokens.Store(math.Float64bits(maxTokens))
 	return q
 }
@@ -55,6 +56,14 @@ func (q *Quota) record(c Class) (retryAllowed bool) {
 		if next == tokens || q.tokens.CompareAndSwap(old, math.Float64bits(next)) {
 			return q.max > 0 && next > q.max/2
 		}
+	}
+}
+
+// succeeded records a successful try: a full bucket, the usual case, is
+// read and not written (R16).
+func (q *Quota) succeeded() {
+	if q.tokens.Load() != q.full {
+		q.record(Permanent)
 	}
 }
 

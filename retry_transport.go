@@ -38,6 +38,11 @@ type config struct {
 	idempotencyKey bool
 	quota          *Quota
 	cooldown       *Cooldown
+	customClassify bool // WithClassifier gave one of the caller's own
+	// lean is set by New when a first try needs nothing but the base and a
+	// look at its status: no Observer, idempotency key or try timeout, and
+	// the default Classifier (R16).
+	lean bool
 }
 
 // An Option configures a Transport in New.
@@ -64,6 +69,7 @@ func New(base http.RoundTripper, opts ...Option) *Transport {
 	if t.cfg.cooldown != nil {
 		t.cfg.cooldown.bind(t.cfg.clock)
 	}
+	t.cfg.lean = t.cfg.observe == nil && !t.cfg.idempotencyKey && t.cfg.tryTimeout == 0 && !t.cfg.customClassify
 	return t
 }
 
@@ -113,10 +119,10 @@ func WithLogger(l *zap.Logger) Option {
 // and nil, is Classify.
 func WithClassifier(cl Classifier) Option {
 	return func(c *config) {
+		c.classify, c.customClassify = cl, cl != nil
 		if cl == nil {
-			cl = Classify
+			c.classify = Classify
 		}
-		c.classify = cl
 	}
 }
 
@@ -163,6 +169,36 @@ func (t *Transport) CloseIdleConnections() {
 // is never modified, its body is always closed, and it returns a response or
 // an error, never both.
 func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
+	c := &t.cfg
+	if !c.lean || req == nil || req.URL == nil {
+		return t.roundTrip(req, nil)
+	}
+	cd := c.cooldown
+	if cd != nil && cd.active.Load() > 0 {
+		return t.roundTrip(req, nil) // a key may be cooling: hold first (R17)
+	}
+	// The happy path (R16): the floor (call the base, look at the status)
+	// and a few branches. A success is Permanent under Classify; it is
+	// handed back as the base gave it, unless it could arm the Cooldown.
+	resp, err := t.base.RoundTrip(req)
+	if err == nil && resp != nil && resp.StatusCode < 400 && resp.Body != nil && (cd == nil || len(resp.Header) == 0) {
+		if q := c.quota; q != nil {
+			q.succeeded()
+		}
+		return resp, nil
+	}
+	return t.roundTrip(req, &tried{resp: resp, err: err})
+}
+
+// tried is a first try that RoundTrip made before handing the call over.
+type tried struct {
+	resp *http.Response
+	err  error
+}
+
+// roundTrip is the retry loop: hold, try, classify, decide, report, wait,
+// rewind. first is the first try when RoundTrip already made it.
+func (t *Transport) roundTrip(req *http.Request, first *tried) (*http.Response, error) {
 	if req == nil {
 		return nil, errors.New("retryhttp: nil Request")
 	}
@@ -175,32 +211,6 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	if c.idempotencyKey && needsIdempotencyKey(req) {
 		send = withIdempotencyKey(req) // R11: on a clone, once for every try
 	}
-	if c.observe != nil || c.cooldown != nil && c.cooldown.active.Load() > 0 {
-		return t.roundTrip(req, send, nil)
-	}
-	// The happy path (R16): one try, and back when it needs nothing more.
-	resp, err := t.send(send)
-	class := c.classify(req, resp, err)
-	if class == Permanent && c.cooldown == nil {
-		if c.quota != nil {
-			c.quota.record(Permanent)
-		}
-		return resp, err // R6: the body is the caller's; R9: a first Permanent error unchanged
-	}
-	return t.roundTrip(req, send, &tried{resp: resp, err: err, class: class})
-}
-
-// tried is a try that RoundTrip made before handing the call to roundTrip.
-type tried struct {
-	resp  *http.Response
-	err   error
-	class Class
-}
-
-// roundTrip is the retry loop: hold, try, classify, decide, report, wait,
-// rewind. first is the first try when RoundTrip already made it.
-func (t *Transport) roundTrip(req, send *http.Request, first *tried) (*http.Response, error) {
-	c := &t.cfg
 	clk := c.clock
 	ctx := req.Context()
 	budget := BudgetFrom(ctx)
@@ -250,7 +260,8 @@ func (t *Transport) roundTrip(req, send *http.Request, first *tried) (*http.Resp
 			elapsed time.Duration
 		)
 		if try == 1 && first != nil {
-			resp, err, class = first.resp, first.err, first.class
+			resp, err = checkResult(first.resp, first.err)
+			class = c.classify(req, resp, err)
 		} else {
 			var start time.Time
 			if c.observe != nil {
@@ -713,6 +724,9 @@ func discard(ctx context.Context, resp *http.Response, bound time.Duration) {
 	switch {
 	case ok:
 		bound = 0 // read ahead before the decision, it has had its bodyTimeout
+	case resp.Body == http.NoBody || resp.ContentLength == 0:
+		_ = resp.Body.Close() // nothing to drain: no goroutine for it
+		return
 	case resp.ContentLength > maxDrain:
 		_ = resp.Body.Close() // too long to drain: the connection goes
 		return
