@@ -49,6 +49,12 @@ var (
 	// Bare is the base transport alone: the floor.
 	Bare = Lib{Name: "bare", Wrap: func(base http.RoundTripper, _ Backoff) http.RoundTripper { return base }}
 
+	// Floor is the least a retrying RoundTripper can do on a first-try
+	// success: call the base, look at the status, return. It is the limit
+	// R16 measures retryhttp's first try against (at most 2x its cost); it
+	// never retries.
+	Floor = Lib{Name: "floor", Wrap: func(base http.RoundTripper, _ Backoff) http.RoundTripper { return &floorWrapper{base: base} }}
+
 	// RetryHTTP is this library with its defaults (2 retries,
 	// DefaultBackoff, no-op logger).
 	RetryHTTP = Lib{Name: "retryhttp", Retries: true, Wrap: func(base http.RoundTripper, b Backoff) http.RoundTripper {
@@ -115,6 +121,17 @@ var (
 		return failsafehttp.NewRoundTripper(base, failsafePolicy(b, true, true))
 	}}
 )
+
+// floorWrapper is Floor's RoundTripper.
+type floorWrapper struct{ base http.RoundTripper }
+
+func (f *floorWrapper) RoundTrip(r *http.Request) (*http.Response, error) {
+	resp, err := f.base.RoundTrip(r)
+	if err == nil && resp.StatusCode < 400 {
+		return resp, nil // a retrying wrapper would look at the status here
+	}
+	return resp, err
+}
 
 func retryhttpOptions(b Backoff) []retryhttp.Option {
 	opts := []retryhttp.Option{retryhttp.WithMaxRetries(MaxRetries)} // the default, said out loud
