@@ -31,16 +31,18 @@ import (
 // when the caller's context does; a hold that does not fit sends nothing and
 // the call fails with ErrRateLimited.
 //
-// When a cooldown ends, the calls held by it do not all send at once: one
-// call goes first (the probe) and the others wait for its answer. If the
+// When a cooldown ends, the calls held by it do not all send at once:
+// one call goes first (the probe) and the others wait for its answer. If the
 // answer arms the cooldown again, they hold again. If it carries the
 // provider's count of requests remaining (x-ratelimit-remaining-requests,
 // anthropic-ratelimit-requests-remaining, RateLimit-Remaining), that many
 // calls go, less those already on their way; when the count covers every
-// waiting call, or the answer is a success with no count, the key is free
-// again. A probe with no answer after a second lets one more call go: a
-// provider refuses a rate-limited request at once, so a slow answer means the
-// probe was let through.
+// call to the key in progress (those waiting between tries included), or the
+// answer is a success with no count, the key is free again. With no answer
+// after a second, one more call goes: a provider refuses a rate-limited
+// request at once, so a slow answer means the probe was let through. The
+// goodput benchmark in bench/ chose this over releasing everyone at once and
+// over spreading the released calls at random (bench/RESULTS.md).
 //
 // The zero Cooldown is not usable; make one with NewCooldown. A Cooldown is
 // safe for concurrent use by multiple goroutines. Transports sharing a
