@@ -4,7 +4,6 @@ go 1.25
 
 require (
 	github.com/anthropics/anthropic-sdk-go/v2 v2.15.0
-	github.com/benbjohnson/clock v1.3.5
 	github.com/retryhttp/retryhttp v0.0.0
 	go.uber.org/goleak v1.3.0
 	go.uber.org/zap v1.28.0
@@ -12,6 +11,7 @@ require (
 
 require (
 	github.com/bahlo/generic-list-go v0.2.0 // indirect
+	github.com/benbjohnson/clock v1.3.5 // indirect
 	github.com/buger/jsonparser v1.1.2 // indirect
 	github.com/go-logr/logr v1.4.2 // indirect
 	github.com/go-logr/stdr v1.2.2 // indirect

@@ -11,51 +11,22 @@ import (
 	"testing"
 	"time"
 
-	"github.com/benbjohnson/clock"
 	"github.com/retryhttp/retryhttp"
+	"github.com/retryhttp/retryhttp/retryhttptest"
 	"go.uber.org/zap"
 	"go.uber.org/zap/zaptest/observer"
 	"google.golang.org/genai"
 )
 
-// fakeClock is a clock.Mock that jumps over every wait the transport starts
-// and records it, so no test sleeps for real to wait out a backoff or a
-// retryDelay. It starts at the real time: the SDK's own deadlines are on the
-// real clock.
-type fakeClock struct {
-	*clock.Mock
-	mu    sync.Mutex
-	waits []time.Duration
-}
-
-func newFakeClock() *fakeClock {
-	m := clock.NewMock()
-	m.Set(time.Now().Truncate(time.Second))
-	return &fakeClock{Mock: m}
-}
-
-// Timer is how the transport waits between tries.
-func (c *fakeClock) Timer(d time.Duration) *clock.Timer {
-	t := c.Mock.Timer(d)
-	c.mu.Lock()
-	c.waits = append(c.waits, d)
-	c.mu.Unlock()
-	c.Mock.Add(d)
-	return t
-}
-
-// Waits returns every wait the transport started, in order.
-func (c *fakeClock) Waits() []time.Duration {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return slices.Clone(c.waits)
-}
-
-// rig is a Gemini client over retryhttp, on a fake clock, against a fake
-// Gemini API that stamps each try on that clock, with the SDK's retries off.
+// rig is a Gemini client over retryhttp against a fake Gemini API, with the
+// SDK's retries off, on the test kit's Clock: every wait of the transport
+// takes no time, is recorded in its Waits, and moves the Clock on by exactly
+// its length. The fake API stamps each try on that Clock, so the gap between
+// two tries is the wait between them. The Clock starts at the real time: the
+// SDK's own deadlines are on the real clock.
 type rig struct {
 	p      *provider
-	clock  *fakeClock
+	clock  *retryhttptest.Clock
 	logs   *observer.ObservedLogs
 	client *genai.Client
 
@@ -65,7 +36,7 @@ type rig struct {
 
 func newRig(t *testing.T, plan []reply, opts ...retryhttp.Option) *rig {
 	t.Helper()
-	r := &rig{p: newProvider(plan...), clock: newFakeClock()}
+	r := &rig{p: newProvider(plan...), clock: retryhttptest.NewClock()}
 	t.Cleanup(r.p.Close)
 	r.p.SetClock(r.clock.Now)
 	core, logs := observer.New(zap.WarnLevel)
@@ -178,10 +149,8 @@ func TestRetryDelay(t *testing.T) {
 			if len(tries) != len(tt.wantWait)+1 {
 				t.Fatalf("provider saw %d tries, want %d", len(tries), len(tt.wantWait)+1)
 			}
-			for i, gap := range gaps(tries) {
-				if gap < tt.wantWait[i] {
-					t.Errorf("try %d came %v after try %d on the transport's clock, want no earlier than %v", i+2, gap, i+1, tt.wantWait[i])
-				}
+			if got := gaps(tries); !slices.Equal(got, tt.wantWait) {
+				t.Errorf("tries came %v apart on the transport's clock, want exactly %v", got, tt.wantWait)
 			}
 			if got := r.clock.Waits(); !slices.Equal(got, tt.wantWait) {
 				t.Errorf("waits %v, want %v", got, tt.wantWait)

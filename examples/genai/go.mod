@@ -5,7 +5,6 @@ go 1.25
 replace github.com/retryhttp/retryhttp => ../..
 
 require (
-	github.com/benbjohnson/clock v1.3.5
 	github.com/retryhttp/retryhttp v0.0.0
 	go.uber.org/goleak v1.3.0
 	go.uber.org/zap v1.28.0
@@ -16,6 +15,7 @@ require (
 	cloud.google.com/go v0.116.0 // indirect
 	cloud.google.com/go/auth v0.9.3 // indirect
 	cloud.google.com/go/compute/metadata v0.5.0 // indirect
+	github.com/benbjohnson/clock v1.3.5 // indirect
 	github.com/golang/groupcache v0.0.0-20210331224755-41bb18bfe9da // indirect
 	github.com/google/go-cmp v0.6.0 // indirect
 	github.com/google/s2a-go v0.1.8 // indirect

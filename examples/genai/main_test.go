@@ -3,11 +3,13 @@ package main
 import (
 	"bytes"
 	"context"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/retryhttp/retryhttp"
+	"github.com/retryhttp/retryhttp/retryhttptest"
 	"go.uber.org/goleak"
 	"go.uber.org/zap"
 	"go.uber.org/zap/zaptest/observer"
@@ -22,10 +24,10 @@ func TestMain(m *testing.M) {
 	goleak.VerifyTestMain(m, goleak.IgnoreTopFunction("go.opencensus.io/stats/view.(*worker).start"))
 }
 
-// TestRun runs what `go run .` runs, on a fake clock: the answer is printed
-// after one retry, and the retry is in the log.
+// TestRun runs what `go run .` runs, on the test kit's Clock: the answer is
+// printed after one retry, and the retry is in the log.
 func TestRun(t *testing.T) {
-	clk := newFakeClock()
+	clk := retryhttptest.NewClock()
 	core, logs := observer.New(zap.WarnLevel)
 	var out bytes.Buffer
 	if err := run(context.Background(), &out, retryhttp.WithClock(clk), retryhttp.WithLogger(zap.New(core))); err != nil {
@@ -55,6 +57,9 @@ func TestRun(t *testing.T) {
 			if got := fields[key]; got != want {
 				t.Errorf("retry log field %s = %v, want %v", key, got, want)
 			}
+		}
+		if got, want := clk.Waits(), []time.Duration{wait}; !slices.Equal(got, want) {
+			t.Errorf("waits %v, want %v", got, want)
 		}
 	})
 }

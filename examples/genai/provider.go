@@ -97,7 +97,7 @@ func (p *provider) Plan(plan ...reply) {
 	p.plan = plan
 }
 
-// SetClock stamps every try with now (a test's fake clock, so the gap
+// SetClock stamps every try with now (retryhttptest's Clock, so the gap
 // between tries is the transport's wait); call it before the first try.
 func (p *provider) SetClock(now func() time.Time) {
 	p.mu.Lock()

@@ -3,7 +3,6 @@ module github.com/retryhttp/retryhttp/examples/openai
 go 1.26.0
 
 require (
-	github.com/benbjohnson/clock v1.3.5
 	github.com/openai/openai-go/v3 v3.98.0
 	github.com/retryhttp/retryhttp v0.0.0
 	go.uber.org/goleak v1.3.0
@@ -11,6 +10,7 @@ require (
 )
 
 require (
+	github.com/benbjohnson/clock v1.3.5 // indirect
 	github.com/coder/websocket v1.8.15 // indirect
 	github.com/tidwall/gjson v1.20.0 // indirect
 	github.com/tidwall/match v1.1.1 // indirect

@@ -3,10 +3,13 @@ package main
 import (
 	"bytes"
 	"context"
+	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/retryhttp/retryhttp"
+	"github.com/retryhttp/retryhttp/retryhttptest"
 	"go.uber.org/goleak"
 	"go.uber.org/zap"
 	"go.uber.org/zap/zaptest/observer"
@@ -19,10 +22,11 @@ func TestMain(m *testing.M) {
 	goleak.VerifyTestMain(m)
 }
 
-// TestRun runs what `go run .` runs, on a fake clock: the answer is printed
-// after one retry, and the retry is in the log.
+// TestRun runs what `go run .` runs, on the test kit's Clock: the answer is
+// printed after one retry, which waited the 600 ms the provider asked for (at
+// once), and the retry is in the log.
 func TestRun(t *testing.T) {
-	clk := newFakeClock()
+	clk := retryhttptest.NewClock()
 	core, logs := observer.New(zap.WarnLevel)
 	var out bytes.Buffer
 	if err := run(context.Background(), &out, retryhttp.WithClock(clk), retryhttp.WithLogger(zap.New(core))); err != nil {
@@ -30,6 +34,9 @@ func TestRun(t *testing.T) {
 	}
 	if got, want := out.String(), strings.Join(answer, "")+"\n"; got != want {
 		t.Errorf("printed %q, want %q", got, want)
+	}
+	if got, want := clk.Waits(), []time.Duration{600 * time.Millisecond}; !slices.Equal(got, want) {
+		t.Errorf("waits %v, want %v", got, want)
 	}
 	retries := logs.FilterMessage("llm transient failure — retrying").All()
 	if len(retries) != 1 {

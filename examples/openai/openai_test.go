@@ -6,56 +6,25 @@ import (
 	"net/http"
 	"slices"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
-	"github.com/benbjohnson/clock"
 	"github.com/openai/openai-go/v3"
 	"github.com/openai/openai-go/v3/option"
 	"github.com/retryhttp/retryhttp"
+	"github.com/retryhttp/retryhttp/retryhttptest"
 	"go.uber.org/zap"
 	"go.uber.org/zap/zaptest/observer"
 )
 
-// fakeClock is a clock.Mock that jumps over every wait the transport starts
-// and records it, so no test sleeps for real to wait out a backoff or a
-// Retry-After. It starts at the real time (to the second, so that an
-// HTTP-date is exact): the SDK's own deadlines are on the real clock.
-type fakeClock struct {
-	*clock.Mock
-	mu    sync.Mutex
-	waits []time.Duration
-}
-
-func newFakeClock() *fakeClock {
-	m := clock.NewMock()
-	m.Set(time.Now().Truncate(time.Second))
-	return &fakeClock{Mock: m}
-}
-
-// Timer is how the transport waits between tries.
-func (c *fakeClock) Timer(d time.Duration) *clock.Timer {
-	t := c.Mock.Timer(d)
-	c.mu.Lock()
-	c.waits = append(c.waits, d)
-	c.mu.Unlock()
-	c.Mock.Add(d)
-	return t
-}
-
-// Waits returns every wait the transport started, in order.
-func (c *fakeClock) Waits() []time.Duration {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return slices.Clone(c.waits)
-}
-
-// rig is an OpenAI client over retryhttp, on a fake clock, against a fake
-// provider, with the SDK's retries off.
+// rig is an OpenAI client over retryhttp against a fake provider, with
+// the SDK's retries off, on the test kit's Clock: every wait of the
+// transport takes no time and is recorded in its Waits. The Clock starts at
+// the real time (to the second, so that an HTTP-date is exact): the SDK's
+// own deadlines are on the real clock.
 type rig struct {
 	p      *provider
-	clock  *fakeClock
+	clock  *retryhttptest.Clock
 	logs   *observer.ObservedLogs
 	client openai.Client
 }
@@ -64,7 +33,7 @@ func newRig(t *testing.T, plan []reply, opts ...retryhttp.Option) *rig {
 	t.Helper()
 	p := newProvider(plan...)
 	t.Cleanup(p.Close)
-	clk := newFakeClock()
+	clk := retryhttptest.NewClock()
 	core, logs := observer.New(zap.WarnLevel)
 	base := http.DefaultTransport.(*http.Transport).Clone()
 	t.Cleanup(base.CloseIdleConnections) // before p.Close: cleanups run last first
@@ -92,22 +61,24 @@ const msgRetrying = "llm transient failure — retrying"
 // exactly the wait the server asked for, with a log line per retry; the SDK
 // sees only the final success.
 func TestRetriesThroughSDK(t *testing.T) {
-	at := func(clk *fakeClock, d time.Duration) string { return clk.Now().Add(d).UTC().Format(http.TimeFormat) }
+	at := func(clk *retryhttptest.Clock, d time.Duration) string {
+		return clk.Now().Add(d).UTC().Format(http.TimeFormat)
+	}
 	tests := []struct {
 		name      string
-		plan      func(clk *fakeClock) []reply
+		plan      func(clk *retryhttptest.Clock) []reply
 		wantWaits []time.Duration
 	}{
-		{"429 retry-after-ms", func(*fakeClock) []reply {
+		{"429 retry-after-ms", func(*retryhttptest.Clock) []reply {
 			return []reply{fail(429, "retry-after-ms", "1500"), ok()}
 		}, []time.Duration{1500 * time.Millisecond}},
-		{"503 Retry-After seconds", func(*fakeClock) []reply {
+		{"503 Retry-After seconds", func(*retryhttptest.Clock) []reply {
 			return []reply{fail(503, "Retry-After", "7"), ok()}
 		}, []time.Duration{7 * time.Second}},
-		{"503 Retry-After HTTP-date", func(clk *fakeClock) []reply {
+		{"503 Retry-After HTTP-date", func(clk *retryhttptest.Clock) []reply {
 			return []reply{fail(503, "Retry-After", at(clk, 5*time.Second)), ok()}
 		}, []time.Duration{5 * time.Second}},
-		{"429 retry-after-ms then 503 Retry-After", func(*fakeClock) []reply {
+		{"429 retry-after-ms then 503 Retry-After", func(*retryhttptest.Clock) []reply {
 			return []reply{fail(429, "retry-after-ms", "1500"), fail(503, "Retry-After", "7"), ok()}
 		}, []time.Duration{1500 * time.Millisecond, 7 * time.Second}},
 	}
@@ -150,23 +121,23 @@ func TestRetriesThroughSDK(t *testing.T) {
 func TestPublicTierRateLimited(t *testing.T) {
 	tests := []struct {
 		name        string
-		plan        func(clk *fakeClock) []reply
+		plan        func(clk *retryhttptest.Clock) []reply
 		wantErr     bool
 		wantStatus  int
 		wantAsk     time.Duration
 		wantTries   int
 		wantCharged time.Duration
 	}{
-		{name: "429 Retry-After 30 s", plan: func(*fakeClock) []reply {
+		{name: "429 Retry-After 30 s", plan: func(*retryhttptest.Clock) []reply {
 			return []reply{fail(429, "Retry-After", "30")}
 		}, wantErr: true, wantStatus: 429, wantAsk: 30 * time.Second, wantTries: 1},
-		{name: "429 retry-after-ms 60000", plan: func(*fakeClock) []reply {
+		{name: "429 retry-after-ms 60000", plan: func(*retryhttptest.Clock) []reply {
 			return []reply{fail(429, "retry-after-ms", "60000", "Retry-After", "60")}
 		}, wantErr: true, wantStatus: 429, wantAsk: time.Minute, wantTries: 1},
-		{name: "503 Retry-After HTTP-date in an hour", plan: func(clk *fakeClock) []reply {
+		{name: "503 Retry-After HTTP-date in an hour", plan: func(clk *retryhttptest.Clock) []reply {
 			return []reply{fail(503, "Retry-After", clk.Now().Add(time.Hour).UTC().Format(http.TimeFormat))}
 		}, wantErr: true, wantStatus: 503, wantAsk: time.Hour, wantTries: 1},
-		{name: "429 Retry-After 2 s fits", plan: func(*fakeClock) []reply {
+		{name: "429 Retry-After 2 s fits", plan: func(*retryhttptest.Clock) []reply {
 			return []reply{fail(429, "Retry-After", "2"), ok()}
 		}, wantTries: 2, wantCharged: 2 * time.Second},
 	}
@@ -185,6 +156,13 @@ func TestPublicTierRateLimited(t *testing.T) {
 			}
 			if got := budget.Waited(); got != tt.wantCharged {
 				t.Errorf("budget charged %v, want %v", got, tt.wantCharged)
+			}
+			var wantWaits []time.Duration // a fail-fast waits not at all; a fit waits what it is charged
+			if tt.wantCharged > 0 {
+				wantWaits = []time.Duration{tt.wantCharged}
+			}
+			if got := r.clock.Waits(); !slices.Equal(got, wantWaits) {
+				t.Errorf("transport waited %v, want %v", got, wantWaits)
 			}
 			if !tt.wantErr {
 				if err != nil {
@@ -220,7 +198,7 @@ func TestStream(t *testing.T) {
 		name       string
 		plan       []reply
 		opts       []retryhttp.Option
-		afterFirst func(clk *fakeClock) // once the first chunk is read
+		afterFirst func(clk *retryhttptest.Clock) // once the first chunk is read
 		wantText   string
 		wantErr    bool
 		wantTries  int
@@ -231,7 +209,7 @@ func TestStream(t *testing.T) {
 			wantText: answer[0], wantErr: true, wantTries: 1},
 		{name: "outlives the per-try timeout", plan: []reply{{hold: hold}},
 			opts: []retryhttp.Option{retryhttp.WithTryTimeout(time.Second)},
-			afterFirst: func(clk *fakeClock) {
+			afterFirst: func(clk *retryhttptest.Clock) {
 				clk.Add(time.Minute) // far past the try timeout
 				close(hold)
 			},

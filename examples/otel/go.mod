@@ -5,7 +5,6 @@ go 1.26.0
 replace github.com/retryhttp/retryhttp => ../..
 
 require (
-	github.com/benbjohnson/clock v1.3.5
 	github.com/retryhttp/retryhttp v0.0.0
 	github.com/stretchr/testify v1.12.1
 	go.opentelemetry.io/contrib/instrumentation/net/http/otelhttp v0.72.0
@@ -18,6 +17,7 @@ require (
 )
 
 require (
+	github.com/benbjohnson/clock v1.3.5 // indirect
 	github.com/cespare/xxhash/v2 v2.3.0 // indirect
 	github.com/felixge/httpsnoop v1.1.0 // indirect
 	github.com/go-logr/logr v1.4.4 // indirect

@@ -38,7 +38,8 @@ var backoff = retryhttp.Backoff{Base: 200 * time.Millisecond, Factor: 2, Max: ti
 
 // run starts the fake provider, makes one call that is retried twice, and
 // writes the answer, the span tree and the metrics to out. opts go to the
-// retryhttp.Transport after the example's own (a test passes a fake clock).
+// retryhttp.Transport after the example's own (a test passes the clock of
+// retryhttptest, on which the waits take no time).
 func run(ctx context.Context, out io.Writer, opts ...retryhttp.Option) (err error) {
 	p := newProvider(fail(http.StatusServiceUnavailable), fail(http.StatusServiceUnavailable, "retry-after-ms", "500"), ok())
 	defer p.Close()

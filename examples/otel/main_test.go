@@ -10,8 +10,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/benbjohnson/clock"
 	"github.com/retryhttp/retryhttp"
+	"github.com/retryhttp/retryhttp/retryhttptest"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"go.opentelemetry.io/otel/attribute"
@@ -31,10 +31,11 @@ func TestMain(m *testing.M) {
 }
 
 // rig is a fake provider, an OpenTelemetry SDK that keeps every span (an
-// in-memory exporter) and every metric (a manual reader), and a fake clock.
+// in-memory exporter) and every metric (a manual reader), and the test kit's
+// Clock, on which every wait of the transport takes no time and is recorded.
 type rig struct {
 	p      *provider
-	clock  *fakeClock
+	clock  *retryhttptest.Clock
 	tp     *sdktrace.TracerProvider
 	spans  *tracetest.InMemoryExporter
 	reader *sdkmetric.ManualReader
@@ -58,10 +59,10 @@ func newRig(t *testing.T, plan ...reply) *rig {
 	require.NoError(t, err)
 	base := http.DefaultTransport.(*http.Transport).Clone()
 	t.Cleanup(base.CloseIdleConnections) // before p.Close: cleanups run last first
-	return &rig{p: p, clock: newFakeClock(), tp: tp, spans: spans, reader: reader, tel: tel, base: base}
+	return &rig{p: p, clock: retryhttptest.NewClock(), tp: tp, spans: spans, reader: reader, tel: tel, base: base}
 }
 
-// opts are the fake clock and a backoff without jitter: the waits are 1 s,
+// opts are the rig's Clock and a backoff without jitter: the waits are 1 s,
 // then 2 s, unless the server asks for more.
 func (r *rig) opts() []retryhttp.Option {
 	return []retryhttp.Option{
@@ -182,6 +183,7 @@ func TestPerTry(t *testing.T) {
 	}
 	assertResendCounts(t, tries)
 	assertSentUnder(t, r.p.Traceparents(), tries)
+	assert.Equal(t, []time.Duration{time.Second, 2 * time.Second}, r.clock.Waits())
 	assert.Equal(t, map[string]int64{"retrying/5xx": 1, "retrying/4xx": 1, "done/2xx": 1},
 		counterByAttrs(t, r.metrics(t), metricTries, keyOutcome, keyStatusClass))
 }
@@ -196,19 +198,20 @@ func TestPerCall(t *testing.T) {
 		budget      bool
 		wantStatus  int // 0: an error that errors.Is ErrRateLimited
 		wantOutcome []string
+		wantWaits   []time.Duration // on the Clock
 		wantAttrs   map[attribute.Key]attribute.Value
 		wantNo      []attribute.Key
 		wantSpan    codes.Code
 	}{
 		{
 			name: "retried, no Budget", plan: []reply{fail(503), ok()},
-			wantStatus: 200, wantOutcome: []string{"retrying", "done"},
+			wantStatus: 200, wantOutcome: []string{"retrying", "done"}, wantWaits: []time.Duration{time.Second},
 			wantAttrs: map[attribute.Key]attribute.Value{keyTries: attribute.IntValue(2), keyOutcome: attribute.StringValue("done")},
 			wantNo:    []attribute.Key{keyBudgetWaited, keyRateLimited},
 		},
 		{
 			name: "retried within the Budget", plan: []reply{fail(503), ok()}, budget: true,
-			wantStatus: 200, wantOutcome: []string{"retrying", "done"},
+			wantStatus: 200, wantOutcome: []string{"retrying", "done"}, wantWaits: []time.Duration{time.Second},
 			wantAttrs: map[attribute.Key]attribute.Value{
 				keyBudgetWaited: attribute.Int64Value(1000), keyBudgetLeft: attribute.Int64Value(9000),
 				keyRateLimited: attribute.BoolValue(false),
@@ -228,6 +231,7 @@ func TestPerCall(t *testing.T) {
 		{
 			name: "rate limited without a Budget is handed back", plan: []reply{fail(429, "Retry-After", "30")},
 			wantStatus: 429, wantOutcome: []string{"retrying", "retrying", "exhausted"},
+			wantWaits: []time.Duration{30 * time.Second, 30 * time.Second},
 			wantAttrs: map[attribute.Key]attribute.Value{keyTries: attribute.IntValue(3), keyOutcome: attribute.StringValue("exhausted")},
 			wantNo:    []attribute.Key{keyRateLimited},
 			wantSpan:  codes.Error,
@@ -247,6 +251,7 @@ func TestPerCall(t *testing.T) {
 				require.NoError(t, err)
 				assert.Equal(t, tt.wantStatus, status)
 			}
+			assert.Equal(t, tt.wantWaits, r.clock.Waits())
 
 			spans := r.spans.GetSpans()
 			require.Len(t, spans, 1, "perCall makes one span per call")
@@ -273,14 +278,19 @@ func TestPerCall(t *testing.T) {
 
 // TestCanceledDuringWait: a call whose context ends during a wait ends
 // "canceled" on the call span, though its last try's event, sent before the
-// wait, says "retrying" (R15: no Attempt is Canceled).
+// wait, says "retrying" (R15: no Attempt is Canceled). The user gives up
+// half a second into the first 1 s wait: a function on the Clock, which runs
+// when the wait reaches its instant; the call ends there.
 func TestCanceledDuringWait(t *testing.T) {
 	r := newRig(t, fail(503))
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	clk := &cancelClock{Mock: clock.NewMock(), cancel: cancel}
-	_, err := r.post(t, ctx, r.tel.both(r.base, retryhttp.WithClock(clk)))
+	start := r.clock.Now()
+	r.clock.AfterFunc(500*time.Millisecond, cancel)
+	_, err := r.post(t, ctx, r.tel.both(r.base, r.opts()...))
 	require.ErrorIs(t, err, context.Canceled)
+	assert.Equal(t, []time.Duration{time.Second}, r.clock.Waits(), "one wait begun")
+	assert.Equal(t, 500*time.Millisecond, r.clock.Since(start), "the call ended when it was canceled, mid-wait")
 
 	call, tries := splitCall(t, r.spans.GetSpans())
 	assert.Len(t, tries, 1)
@@ -333,10 +343,10 @@ func TestObserveCall(t *testing.T) {
 	assert.Equal(t, map[string]float64{"retry-after": 1.5, "cooldown": 0.25}, waits)
 }
 
-// TestRun runs what `go run .` runs, on a fake clock, and checks what it
-// prints.
+// TestRun runs what `go run .` runs, on the test kit's Clock, and checks what
+// it prints.
 func TestRun(t *testing.T) {
-	clk := newFakeClock()
+	clk := retryhttptest.NewClock()
 	var out bytes.Buffer
 	require.NoError(t, run(context.Background(), &out, retryhttp.WithClock(clk)))
 	assert.Equal(t, []time.Duration{200 * time.Millisecond, 500 * time.Millisecond}, clk.Waits())
