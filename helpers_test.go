@@ -3,6 +3,7 @@ package retryhttp
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"io"
 	"net/http"
 	"strings"
@@ -12,48 +13,61 @@ import (
 	"time"
 
 	"github.com/benbjohnson/clock"
+	"github.com/stretchr/testify/require"
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
 	"go.uber.org/zap/zaptest/observer"
 )
+
+// GoString methods, in tests only: testify prints two values that differ
+// with %#v, so these make a failure read "retrying" and "Waited:1.2s", not
+// 0x1 and 1200000000.
+
+// GoString names o, as String does.
+func (o Outcome) GoString() string { return o.String() }
+
+// GoString names c, as String does.
+func (c Class) GoString() string { return c.String() }
+
+// GoString names w, as String does.
+func (w WaitSource) GoString() string { return w.String() }
+
+// GoString prints e's fields with %+v: durations as durations, the Reason
+// by name.
+func (e Error) GoString() string {
+	type fields Error // no methods: no recursion, and not an error
+	return fmt.Sprintf("%+v", fields(e))
+}
+
+// GoString prints a's fields with %+v, as Error's does.
+func (a Attempt) GoString() string {
+	type fields Attempt
+	return fmt.Sprintf("%+v", fields(a))
+}
 
 // roundTripperFunc fakes a base transport for logic tests.
 type roundTripperFunc func(*http.Request) (*http.Response, error)
 
 func (f roundTripperFunc) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }
 
-// epoch is where every fake clock starts: a real-looking date, so that
-// HTTP-dates and context deadlines read naturally in failures.
+// epoch is where every fakeClock starts, and the "now" of the pure parsers'
+// tests: a real-looking date, so that HTTP-dates read naturally in failures.
 var epoch = time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)
 
-// fakeClock is a clock.Mock that reports each wait the transport starts on
-// waits, so a test can advance the clock by exactly that much (and record
-// it) without ever sleeping for real.
+// fakeClock is a clock.Mock that reports each wait the transport starts, for
+// drive. New tests use the kit's Clock instead; this one stays for the tests
+// that drive a clock.Mock from a goroutine (resend_test.go, cooldown_test.go).
 type fakeClock struct {
 	*clock.Mock
 	waits   chan time.Duration
-	spend   chan spendReq
-	started atomic.Int32 // waits started so far, counted before they are reported
-}
-
-type spendReq struct {
-	d    time.Duration
-	done chan struct{}
+	spend   chan spendReq // legacy
+	started atomic.Int32  // legacy
 }
 
 func newFakeClock() *fakeClock {
 	m := clock.NewMock()
 	m.Set(epoch)
 	return &fakeClock{Mock: m, waits: make(chan time.Duration, 64), spend: make(chan spendReq)}
-}
-
-// Spend lets a fake base make a try take d on the clock. The driver does the
-// advancing, since clock.Mock must be advanced from one goroutine at a time;
-// Spend works only while drive or driveWith runs.
-func (c *fakeClock) Spend(d time.Duration) {
-	done := make(chan struct{})
-	c.spend <- spendReq{d: d, done: done}
-	<-done
 }
 
 // Timer is the only way the transport waits between tries.
@@ -78,8 +92,44 @@ func drive(t *testing.T, tr http.RoundTripper, clk *fakeClock, req *http.Request
 	return driveWith(t, tr, clk, req, nil)
 }
 
-// driveWith is drive with a hook called at each wait instead of advancing the
-// clock by the whole wait; the hook returns how far to advance.
+// respond returns a response as a base would: status, headers and a body.
+func respond(status int, body string, header ...string) *http.Response {
+	h := http.Header{}
+	for i := 0; i+1 < len(header); i += 2 {
+		h.Add(header[i], header[i+1])
+	}
+	return &http.Response{
+		StatusCode:    status,
+		Status:        http.StatusText(status),
+		Header:        h,
+		Body:          io.NopCloser(strings.NewReader(body)),
+		ContentLength: int64(len(body)),
+		Proto:         "HTTP/1.1", ProtoMajor: 1, ProtoMinor: 1,
+	}
+}
+
+// logSink returns a logger and what it records.
+func logSink() (*zap.Logger, *observer.ObservedLogs) {
+	core, logs := observer.New(zapcore.DebugLevel)
+	return zap.New(core), logs
+}
+
+// noJitter is DefaultBackoff without jitter: waits are exact.
+var noJitter = Backoff{Base: 400 * time.Millisecond, Factor: 2, Max: 30 * time.Second}
+
+func newRequest(t *testing.T, ctx context.Context, method, url string, body []byte) *http.Request {
+	t.Helper()
+	var r io.Reader
+	if body != nil {
+		r = bytes.NewReader(body)
+	}
+	req, err := http.NewRequestWithContext(ctx, method, url, r)
+	require.NoError(t, err)
+	return req
+}
+
+// --- legacy, removed once every test is on the kit ---
+
 func driveWith(t *testing.T, tr http.RoundTripper, clk *fakeClock, req *http.Request, onWait func(d time.Duration) time.Duration) result {
 	t.Helper()
 	done := make(chan result, 1)
@@ -114,24 +164,17 @@ func driveWith(t *testing.T, tr http.RoundTripper, clk *fakeClock, req *http.Req
 	}
 }
 
-// respond returns a response as a base would: status, headers and a body.
-func respond(status int, body string, header ...string) *http.Response {
-	h := http.Header{}
-	for i := 0; i+1 < len(header); i += 2 {
-		h.Add(header[i], header[i+1])
-	}
-	return &http.Response{
-		StatusCode:    status,
-		Status:        http.StatusText(status),
-		Header:        h,
-		Body:          io.NopCloser(strings.NewReader(body)),
-		ContentLength: int64(len(body)),
-		Proto:         "HTTP/1.1", ProtoMajor: 1, ProtoMinor: 1,
-	}
+type spendReq struct {
+	d    time.Duration
+	done chan struct{}
 }
 
-// script is a fake base that plays back one step per try and records what
-// each try sent.
+func (c *fakeClock) Spend(d time.Duration) {
+	done := make(chan struct{})
+	c.spend <- spendReq{d: d, done: done}
+	<-done
+}
+
 type script struct {
 	mu    sync.Mutex
 	steps []func(*http.Request) (*http.Response, error)
@@ -178,26 +221,4 @@ func status(code int, header ...string) func(*http.Request) (*http.Response, err
 
 func fail(err error) func(*http.Request) (*http.Response, error) {
 	return func(*http.Request) (*http.Response, error) { return nil, err }
-}
-
-// logSink returns a Warn-level logger and what it records.
-func logSink() (*zap.Logger, *observer.ObservedLogs) {
-	core, logs := observer.New(zapcore.DebugLevel)
-	return zap.New(core), logs
-}
-
-// noJitter is DefaultBackoff without jitter: waits are exact.
-var noJitter = Backoff{Base: 400 * time.Millisecond, Factor: 2, Max: 30 * time.Second}
-
-func newRequest(t *testing.T, ctx context.Context, method, url string, body []byte) *http.Request {
-	t.Helper()
-	var r io.Reader
-	if body != nil {
-		r = bytes.NewReader(body)
-	}
-	req, err := http.NewRequestWithContext(ctx, method, url, r)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return req
 }
