@@ -13,11 +13,76 @@ import (
 	"time"
 
 	"github.com/benbjohnson/clock"
+	"github.com/retryhttp/retryhttp/retryhttptest"
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
 	"go.uber.org/zap/zaptest/observer"
 )
+
+// Most tests script the base with our own kit (retryhttptest): a Script of
+// replies on a kit Clock, and a direct tr.RoundTrip(req), with no goroutine;
+// they assert clk.Waits() and script.Requests(). The helpers below cover what
+// the kit leaves to the test.
+
+// replies is a Script's list of replies, in a table.
+type replies = []retryhttptest.Reply
+
+// reply is the kit's Status with the status text as its body, so that a test
+// can tell a response came back unread: reply(429, "Retry-After", "2").
+func reply(code int, headerKV ...string) retryhttptest.Reply {
+	r := retryhttptest.Status(code, headerKV...)
+	r.Body = http.StatusText(code)
+	return r
+}
+
+// scripted returns a Transport over a Script of rs, both on a fresh kit
+// Clock, with noJitter's exact waits unless opts say otherwise.
+func scripted(rs replies, opts ...Option) (*retryhttptest.Clock, *retryhttptest.Script, *Transport) {
+	clk := retryhttptest.NewClock()
+	script := retryhttptest.NewScript(rs...).WithClock(clk)
+	return clk, script, New(script, append([]Option{WithClock(clk), WithBackoff(noJitter)}, opts...)...)
+}
+
+// spy is a base that hands every try to a Script and keeps what the kit's
+// Request does not hold: the *http.Request itself (the caller's own or a
+// clone, its context, its ContentLength). With edit set, it changes the
+// response of a try (counted from 1) before the transport sees it, to give it
+// a body no Reply can have: tracked, endless or stalled.
+type spy struct {
+	script *retryhttptest.Script
+	edit   func(try int, resp *http.Response)
+
+	mu   sync.Mutex
+	reqs []*http.Request
+}
+
+func (s *spy) RoundTrip(r *http.Request) (*http.Response, error) {
+	s.mu.Lock()
+	s.reqs = append(s.reqs, r)
+	try := len(s.reqs)
+	s.mu.Unlock()
+	resp, err := s.script.RoundTrip(r)
+	if resp != nil && s.edit != nil {
+		s.edit(try, resp)
+	}
+	return resp, err
+}
+
+// sent returns every request the spy was given, in order.
+func (s *spy) sent() []*http.Request {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return append([]*http.Request(nil), s.reqs...)
+}
+
+// assertWaits checks a list of waits (clk.Waits(), say), printed as
+// durations, [400ms 800ms], where assert.Equal would print nanoseconds.
+func assertWaits(t *testing.T, want, got []time.Duration, msgAndArgs ...any) {
+	t.Helper()
+	assert.Equal(t, fmt.Sprint(want), fmt.Sprint(got), msgAndArgs...)
+}
 
 // GoString methods, in tests only: testify prints two values that differ
 // with %#v, so these make a failure read "retrying" and "Waited:1.2s", not
