@@ -278,9 +278,9 @@ func (s *script) tries() int {
 	return len(s.sent)
 }
 
-func status(code int, header ...string) func(*http.Request) (*http.Response, error) {
+func status(code int) func(*http.Request) (*http.Response, error) {
 	return func(*http.Request) (*http.Response, error) {
-		return respond(code, http.StatusText(code), header...), nil
+		return respond(code, http.StatusText(code)), nil
 	}
 }
 
