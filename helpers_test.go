@@ -271,19 +271,3 @@ func (s *script) RoundTrip(r *http.Request) (*http.Response, error) {
 	}
 	return s.steps[n](r)
 }
-
-func (s *script) tries() int {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return len(s.sent)
-}
-
-func status(code int) func(*http.Request) (*http.Response, error) {
-	return func(*http.Request) (*http.Response, error) {
-		return respond(code, http.StatusText(code)), nil
-	}
-}
-
-func fail(err error) func(*http.Request) (*http.Response, error) {
-	return func(*http.Request) (*http.Response, error) { return nil, err }
-}
