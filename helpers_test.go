@@ -8,7 +8,6 @@ import (
 	"net/http"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -120,24 +119,21 @@ func (f roundTripperFunc) RoundTrip(r *http.Request) (*http.Response, error) { r
 var epoch = time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)
 
 // fakeClock is a clock.Mock that reports each wait the transport starts, for
-// drive. New tests use the kit's Clock instead; this one stays for the tests
-// that drive a clock.Mock from a goroutine (resend_test.go, cooldown_test.go).
+// drive. It stays for resend_test.go (drive) and TestCooldownOneProbeFirst (a
+// clock.Mock); other tests use the kit's Clock and a direct RoundTrip.
 type fakeClock struct {
 	*clock.Mock
-	waits   chan time.Duration
-	spend   chan spendReq // legacy
-	started atomic.Int32  // legacy
+	waits chan time.Duration
 }
 
 func newFakeClock() *fakeClock {
 	m := clock.NewMock()
 	m.Set(epoch)
-	return &fakeClock{Mock: m, waits: make(chan time.Duration, 64), spend: make(chan spendReq)}
+	return &fakeClock{Mock: m, waits: make(chan time.Duration, 64)}
 }
 
 // Timer is the only way the transport waits between tries.
 func (c *fakeClock) Timer(d time.Duration) *clock.Timer {
-	c.started.Add(1)
 	t := c.Mock.Timer(d)
 	c.waits <- d
 	return t
@@ -154,7 +150,27 @@ type result struct {
 // real time: nothing here should ever wait for real.
 func drive(t *testing.T, tr http.RoundTripper, clk *fakeClock, req *http.Request) result {
 	t.Helper()
-	return driveWith(t, tr, clk, req, nil)
+	done := make(chan result, 1)
+	go func() {
+		resp, err := tr.RoundTrip(req)
+		done <- result{resp: resp, err: err}
+	}()
+	var waits []time.Duration
+	deadline := time.NewTimer(10 * time.Second)
+	defer deadline.Stop()
+	for {
+		select {
+		case d := <-clk.waits:
+			waits = append(waits, d)
+			clk.Add(d)
+		case r := <-done:
+			r.waits = waits
+			return r
+		case <-deadline.C:
+			t.Fatalf("RoundTrip did not return within 10 s of real time (waits so far %v)", waits)
+			return result{}
+		}
+	}
 }
 
 // respond returns a response as a base would: status, headers and a body.
@@ -191,83 +207,4 @@ func newRequest(t *testing.T, ctx context.Context, method, url string, body []by
 	req, err := http.NewRequestWithContext(ctx, method, url, r)
 	require.NoError(t, err)
 	return req
-}
-
-// --- legacy, removed once every test is on the kit ---
-
-func driveWith(t *testing.T, tr http.RoundTripper, clk *fakeClock, req *http.Request, onWait func(d time.Duration) time.Duration) result {
-	t.Helper()
-	done := make(chan result, 1)
-	go func() {
-		resp, err := tr.RoundTrip(req)
-		done <- result{resp: resp, err: err}
-	}()
-	var waits []time.Duration
-	deadline := time.NewTimer(10 * time.Second)
-	defer deadline.Stop()
-	for {
-		select {
-		case d := <-clk.waits:
-			waits = append(waits, d)
-			advance := d
-			if onWait != nil {
-				advance = onWait(d)
-			}
-			if advance > 0 {
-				clk.Add(advance)
-			}
-		case s := <-clk.spend:
-			clk.Add(s.d)
-			close(s.done)
-		case r := <-done:
-			r.waits = waits
-			return r
-		case <-deadline.C:
-			t.Fatalf("RoundTrip did not return within 10 s of real time (waits so far %v)", waits)
-			return result{}
-		}
-	}
-}
-
-type spendReq struct {
-	d    time.Duration
-	done chan struct{}
-}
-
-func (c *fakeClock) Spend(d time.Duration) {
-	done := make(chan struct{})
-	c.spend <- spendReq{d: d, done: done}
-	<-done
-}
-
-type script struct {
-	mu    sync.Mutex
-	steps []func(*http.Request) (*http.Response, error)
-	sent  []sentTry
-}
-
-type sentTry struct {
-	req  *http.Request
-	body []byte
-	ctx  context.Context
-}
-
-func newScript(steps ...func(*http.Request) (*http.Response, error)) *script {
-	return &script{steps: steps}
-}
-
-func (s *script) RoundTrip(r *http.Request) (*http.Response, error) {
-	var body []byte
-	if r.Body != nil {
-		body, _ = io.ReadAll(r.Body)
-		r.Body.Close()
-	}
-	s.mu.Lock()
-	n := len(s.sent)
-	s.sent = append(s.sent, sentTry{req: r, body: body, ctx: r.Context()})
-	s.mu.Unlock()
-	if n >= len(s.steps) {
-		return respond(http.StatusOK, "extra"), nil
-	}
-	return s.steps[n](r)
 }
