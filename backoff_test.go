@@ -4,6 +4,9 @@ import (
 	"math"
 	"testing"
 	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 )
 
 func TestBackoffDelay(t *testing.T) {
@@ -41,10 +44,7 @@ func TestBackoffDelay(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			got := tt.b.Delay(tt.retry, tt.random)
-			if got != tt.want {
-				t.Errorf("%+v.Delay(%d, %v) = %v, want %v", tt.b, tt.retry, tt.random, got, tt.want)
-			}
+			assert.Equal(t, tt.want, tt.b.Delay(tt.retry, tt.random), "%+v.Delay(%d, %v)", tt.b, tt.retry, tt.random)
 		})
 	}
 }
@@ -55,10 +55,8 @@ func TestBackoffDelayHalfIsExact(t *testing.T) {
 	for _, jitter := range []float64{0, 0.1, 0.2, 0.3, 0.7, 1} {
 		b := Backoff{Base: 123456789 * time.Nanosecond, Factor: 1.7, Max: time.Hour, Jitter: jitter}
 		for n := 1; n <= 40; n++ {
-			want := Backoff{Base: b.Base, Factor: b.Factor, Max: b.Max}.Delay(n, 0)
-			if got := b.Delay(n, 0.5); got != want {
-				t.Errorf("jitter %v: Delay(%d, 0.5) = %v, want d = %v", jitter, n, got, want)
-			}
+			d := Backoff{Base: b.Base, Factor: b.Factor, Max: b.Max}.Delay(n, 0)
+			assert.Equal(t, d, b.Delay(n, 0.5), "jitter %v: Delay(%d, 0.5), want d", jitter, n)
 		}
 	}
 }
@@ -70,11 +68,9 @@ func TestBackoffDelayBounds(t *testing.T) {
 	for n := 1; n <= 64; n++ {
 		d := math.Min(float64(b.Base)*math.Pow(b.Factor, float64(n-1)), float64(b.Max))
 		for r := 0.0; r < 1; r += 0.0625 {
-			got := float64(b.Delay(n, r))
-			if got < d*(1-b.Jitter)-1 || got > d*(1+b.Jitter)+1 {
-				t.Fatalf("Delay(%d, %v) = %v, want within [%v, %v]", n, r, time.Duration(got),
-					time.Duration(d*(1-b.Jitter)), time.Duration(d*(1+b.Jitter)))
-			}
+			lo, hi := time.Duration(d*(1-b.Jitter))-1, time.Duration(d*(1+b.Jitter))+1
+			got := b.Delay(n, r)
+			require.True(t, lo <= got && got <= hi, "Delay(%d, %v) = %v, want within [%v, %v]", n, r, got, lo, hi)
 		}
 	}
 }

@@ -3,23 +3,23 @@ package retryhttp
 import (
 	"context"
 	"errors"
-	"github.com/stretchr/testify/assert"
-	"github.com/stretchr/testify/require"
 	"io"
 	"net/http"
-	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/retryhttp/retryhttp/retryhttptest"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 )
 
 func TestBudgetAccounting(t *testing.T) {
 	b := NewBudget(time.Second)
-	if b.Left() != time.Second || b.Waited() != 0 {
-		t.Fatalf("new budget: left %v waited %v", b.Left(), b.Waited())
-	}
+	require.Equal(t, time.Second, b.Left())
+	require.Zero(t, b.Waited())
 	steps := []struct {
 		wait, limit time.Duration
 		want        bool
@@ -32,58 +32,45 @@ func TestBudgetAccounting(t *testing.T) {
 		{time.Millisecond, maxDuration, false, time.Millisecond},
 	}
 	for i, s := range steps {
-		if got := b.reserve(s.wait, s.limit); got != s.want || b.Left() != s.wantLeft {
-			t.Errorf("step %d: reserve(%v) = %v, left %v; want %v, left %v", i, s.wait, got, b.Left(), s.want, s.wantLeft)
-		}
+		assert.Equal(t, s.want, b.reserve(s.wait, s.limit), "step %d: reserve(%v)", i, s.wait)
+		assert.Equal(t, s.wantLeft, b.Left(), "step %d: left", i)
 	}
 	b.refund(500 * time.Millisecond)
-	if b.Left() != 501*time.Millisecond || b.Waited() != 499*time.Millisecond {
-		t.Errorf("after refund: left %v waited %v, want 501ms, 499ms", b.Left(), b.Waited())
-	}
-	if b.reserve(100*time.Millisecond, 100*time.Millisecond) {
-		t.Errorf("reserve with a wait not shorter than the deadline's limit succeeded")
-	}
+	assert.Equal(t, 501*time.Millisecond, b.Left(), "after the refund")
+	assert.Equal(t, 499*time.Millisecond, b.Waited(), "after the refund")
+	assert.False(t, b.reserve(100*time.Millisecond, 100*time.Millisecond), "a wait not shorter than the deadline's limit")
 }
 
 func TestBudgetEdges(t *testing.T) {
 	for _, d := range []time.Duration{0, -time.Second} {
 		b := NewBudget(d)
-		if b.Left() != 0 || b.reserve(0, maxDuration) {
-			t.Errorf("NewBudget(%v): left %v, reserve(0) allowed; want no room", d, b.Left())
-		}
+		assert.Zero(t, b.Left(), "NewBudget(%v): no room", d)
+		assert.False(t, b.reserve(0, maxDuration), "NewBudget(%v): no room, even for 0", d)
 	}
 	var nilBudget *Budget
-	if nilBudget.Left() != 0 || nilBudget.Waited() != 0 {
-		t.Errorf("nil budget: left %v waited %v", nilBudget.Left(), nilBudget.Waited())
-	}
+	assert.Zero(t, nilBudget.Left())
+	assert.Zero(t, nilBudget.Waited())
 	ctx := context.Background()
-	if WithBudget(ctx, nil) != ctx {
-		t.Errorf("WithBudget(ctx, nil) did not return ctx unchanged")
-	}
+	assert.Equal(t, ctx, WithBudget(ctx, nil), "WithBudget(ctx, nil) returns ctx unchanged")
 	b := NewBudget(PublicTierMaxWait)
-	if got := BudgetFrom(WithBudget(ctx, b)); got != b {
-		t.Errorf("BudgetFrom = %p, want %p", got, b)
-	}
+	assert.Same(t, b, BudgetFrom(WithBudget(ctx, b)))
+	assert.Nil(t, BudgetFrom(ctx))
 	//lint:ignore SA1012 a nil context on purpose: it must not panic
 	//nolint:staticcheck // a nil context on purpose: it must not panic
-	if BudgetFrom(ctx) != nil || BudgetFrom(nil) != nil {
-		t.Errorf("BudgetFrom of a context without one is not nil")
-	}
-	if PublicTierMaxWait != 10*time.Second {
-		t.Errorf("PublicTierMaxWait = %v", PublicTierMaxWait)
-	}
+	assert.Nil(t, BudgetFrom(nil))
+	assert.Equal(t, 10*time.Second, PublicTierMaxWait)
 }
 
 // TestWaitMustFit checks R7 and R8 on single calls: whether the transport
 // waits, stops at once, or fails fast with ErrRateLimited.
 func TestWaitMustFit(t *testing.T) {
 	const ms = time.Millisecond
-	type step = func(*http.Request) (*http.Response, error)
+	refused := retryhttptest.Fail(errRefused)
 	tests := []struct {
 		name        string
 		budget      time.Duration // 0: no Budget in the context; < 0: NewBudget(0)
 		deadline    time.Duration // 0: none; on the injected clock
-		steps       []step
+		replies     replies
 		wantWaits   []time.Duration
 		wantStatus  int // of the returned response; 0 when an error is returned
 		wantReason  Outcome
@@ -91,40 +78,39 @@ func TestWaitMustFit(t *testing.T) {
 		wantWaited  time.Duration // charged to the Budget
 	}{
 		{name: "deadline too close: the response comes back at once",
-			deadline: time.Second, steps: []step{status(429, "Retry-After", "5")}, wantStatus: 429},
+			deadline: time.Second, replies: replies{reply(429, "Retry-After", "5")}, wantStatus: 429},
 		{name: "deadline fits",
-			deadline: 10 * time.Second, steps: []step{status(429, "Retry-After", "5"), status(200)}, wantWaits: []time.Duration{5 * time.Second}, wantStatus: 200},
+			deadline: 10 * time.Second, replies: replies{reply(429, "Retry-After", "5"), reply(200)}, wantWaits: []time.Duration{5 * time.Second}, wantStatus: 200},
 		{name: "wait equal to what the deadline leaves does not fit",
-			deadline: 400 * ms, steps: []step{status(503)}, wantStatus: 503},
+			deadline: 400 * ms, replies: replies{reply(503)}, wantStatus: 503},
 		{name: "budget: throttled retried, then success",
-			budget: 10 * time.Second, steps: []step{status(429, "Retry-After", "2"), status(200)}, wantWaits: []time.Duration{2 * time.Second}, wantStatus: 200, wantWaited: 2 * time.Second},
+			budget: 10 * time.Second, replies: replies{reply(429, "Retry-After", "2"), reply(200)}, wantWaits: []time.Duration{2 * time.Second}, wantStatus: 200, wantWaited: 2 * time.Second},
 		{name: "budget: Retry-After beyond the budget fails fast",
-			budget: 10 * time.Second, steps: []step{status(429, "Retry-After", "30")}, wantReason: OutOfTime, wantLimited: true},
+			budget: 10 * time.Second, replies: replies{reply(429, "Retry-After", "30")}, wantReason: OutOfTime, wantLimited: true},
 		{name: "budget: 503 asking beyond the budget is a rate limit too",
-			budget: 10 * time.Second, steps: []step{status(503, "Retry-After", "20")}, wantReason: OutOfTime, wantLimited: true},
+			budget: 10 * time.Second, replies: replies{reply(503, "Retry-After", "20")}, wantReason: OutOfTime, wantLimited: true},
 		{name: "budget: 503 whose backoff does not fit is handed back",
-			budget: time.Second, steps: []step{status(503), status(503)}, wantWaits: []time.Duration{400 * ms}, wantStatus: 503, wantWaited: 400 * ms},
+			budget: time.Second, replies: replies{reply(503), reply(503)}, wantWaits: []time.Duration{400 * ms}, wantStatus: 503, wantWaited: 400 * ms},
 		{name: "budget: 503 with a short Retry-After but no room is handed back",
-			budget: 300 * ms, steps: []step{status(503, "Retry-After", "0.1")}, wantStatus: 503},
+			budget: 300 * ms, replies: replies{reply(503, "Retry-After", "0.1")}, wantStatus: 503},
 		{name: "budget: throttled to the end fails fast",
-			budget: 10 * time.Second, steps: []step{status(429), status(429), status(429)}, wantWaits: []time.Duration{400 * ms, 800 * ms}, wantReason: Exhausted, wantLimited: true, wantWaited: 1200 * ms},
+			budget: 10 * time.Second, replies: replies{reply(429), reply(429), reply(429)}, wantWaits: []time.Duration{400 * ms, 800 * ms}, wantReason: Exhausted, wantLimited: true, wantWaited: 1200 * ms},
 		{name: "budget: transient to the end is handed back",
-			budget: 10 * time.Second, steps: []step{status(503), status(502), status(503)}, wantWaits: []time.Duration{400 * ms, 800 * ms}, wantStatus: 503, wantWaited: 1200 * ms},
+			budget: 10 * time.Second, replies: replies{reply(503), reply(502), reply(503)}, wantWaits: []time.Duration{400 * ms, 800 * ms}, wantStatus: 503, wantWaited: 1200 * ms},
 		{name: "budget with no room: 503 handed back",
-			budget: -1, steps: []step{status(503)}, wantStatus: 503},
+			budget: -1, replies: replies{reply(503)}, wantStatus: 503},
 		{name: "budget with no room: 429 fails fast",
-			budget: -1, steps: []step{status(429)}, wantReason: OutOfTime, wantLimited: true},
+			budget: -1, replies: replies{reply(429)}, wantReason: OutOfTime, wantLimited: true},
 		{name: "no budget: 429 with a huge Retry-After is still waited",
-			steps: []step{status(429, "Retry-After", "3600"), status(200)}, wantWaits: []time.Duration{time.Hour}, wantStatus: 200},
+			replies: replies{reply(429, "Retry-After", "3600"), reply(200)}, wantWaits: []time.Duration{time.Hour}, wantStatus: 200},
 		{name: "budget and deadline: the deadline is the smaller",
-			budget: 10 * time.Second, deadline: 3 * time.Second, steps: []step{status(429, "Retry-After", "5")}, wantReason: OutOfTime, wantLimited: true},
+			budget: 10 * time.Second, deadline: 3 * time.Second, replies: replies{reply(429, "Retry-After", "5")}, wantReason: OutOfTime, wantLimited: true},
 		{name: "budget and deadline: transport error that does not fit",
-			budget: 10 * time.Second, deadline: 300 * ms, steps: []step{fail(errRefused)}, wantReason: OutOfTime},
+			budget: 10 * time.Second, deadline: 300 * ms, replies: replies{refused}, wantReason: OutOfTime},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			clk := newFakeClock()
-			ctx := context.Background()
+			clk := retryhttptest.NewClock()
 			var budget *Budget
 			switch {
 			case tt.budget > 0:
@@ -132,56 +118,39 @@ func TestWaitMustFit(t *testing.T) {
 			case tt.budget < 0:
 				budget = NewBudget(0)
 			}
-			ctx = WithBudget(ctx, budget)
+			ctx := WithBudget(context.Background(), budget)
 			if tt.deadline > 0 {
 				var cancel context.CancelFunc
 				ctx, cancel = clk.WithTimeout(ctx, tt.deadline)
 				defer cancel()
 			}
-			var lastBody *trackedBody
-			steps := slices.Clone(tt.steps)
-			for i, s := range steps {
-				steps[i] = func(r *http.Request) (*http.Response, error) {
-					resp, err := s(r)
-					if resp != nil {
-						lastBody = &trackedBody{r: resp.Body}
-						resp.Body = lastBody
-					}
-					return resp, err
-				}
-			}
-			base := newScript(steps...)
+			var last *trackedBody // the last response's body
+			script := retryhttptest.NewScript(tt.replies...).WithClock(clk)
+			base := &spy{script: script, edit: func(_ int, resp *http.Response) {
+				last = &trackedBody{r: resp.Body}
+				resp.Body = last
+			}}
 			tr := New(base, WithClock(clk), WithBackoff(noJitter))
-			got := drive(t, tr, clk, newRequest(t, ctx, "GET", "https://api.example.com/v1", nil))
+			resp, err := tr.RoundTrip(newRequest(t, ctx, "GET", "https://api.example.com/v1", nil))
 
-			if !slices.Equal(got.waits, tt.wantWaits) {
-				t.Errorf("waits = %v, want %v", got.waits, tt.wantWaits)
-			}
-			if base.tries() != len(tt.steps) {
-				t.Errorf("tries = %d, want %d", base.tries(), len(tt.steps))
-			}
-			if budget != nil && budget.Waited() != tt.wantWaited {
-				t.Errorf("budget waited %v, want %v", budget.Waited(), tt.wantWaited)
+			assertWaits(t, tt.wantWaits, clk.Waits())
+			assert.Equal(t, len(tt.replies), script.Len(), "tries")
+			if budget != nil {
+				assert.Equal(t, tt.wantWaited, budget.Waited(), "charged to the Budget")
 			}
 			if tt.wantStatus != 0 {
-				if got.err != nil || got.resp.StatusCode != tt.wantStatus {
-					t.Fatalf("RoundTrip = %v, %v; want the %d response", got.resp, got.err, tt.wantStatus)
-				}
-				got.resp.Body.Close()
+				require.NoError(t, err)
+				resp.Body.Close()
+				assert.Equal(t, tt.wantStatus, resp.StatusCode)
 				return
 			}
+			require.Nil(t, resp, "a response and an error")
 			var e *Error
-			if !errors.As(got.err, &e) {
-				t.Fatalf("RoundTrip = %v, %v; want an *Error", got.resp, got.err)
-			}
-			if e.Reason != tt.wantReason {
-				t.Errorf("Reason = %v, want %v", e.Reason, tt.wantReason)
-			}
-			if errors.Is(got.err, ErrRateLimited) != tt.wantLimited {
-				t.Errorf("errors.Is(err, ErrRateLimited) = %v, want %v (err %v)", !tt.wantLimited, tt.wantLimited, got.err)
-			}
-			if tt.wantLimited && lastBody != nil && lastBody.closed.Load() != 1 {
-				t.Errorf("rate-limited response body closed %d times, want 1", lastBody.closed.Load())
+			require.ErrorAs(t, err, &e)
+			assert.Equal(t, tt.wantReason, e.Reason)
+			assert.Equal(t, tt.wantLimited, errors.Is(err, ErrRateLimited), "errors.Is(%v, ErrRateLimited)", err)
+			if tt.wantLimited && last != nil {
+				assert.EqualValues(t, 1, last.closed.Load(), "times the rate-limited response's body was closed")
 			}
 		})
 	}
@@ -189,21 +158,13 @@ func TestWaitMustFit(t *testing.T) {
 
 // TestRateLimitedErrorFields checks the *Error a public-tier caller gets.
 func TestRateLimitedErrorFields(t *testing.T) {
-	clk := newFakeClock()
 	ctx := WithBudget(context.Background(), NewBudget(PublicTierMaxWait))
-	tr := New(newScript(status(503), status(429, "Retry-After", "45")), WithClock(clk), WithBackoff(noJitter))
-	got := drive(t, tr, clk, newRequest(t, ctx, "GET", "https://api.example.com", nil))
+	_, _, tr := scripted(replies{reply(503), reply(429, "Retry-After", "45")})
+	_, err := tr.RoundTrip(newRequest(t, ctx, "GET", "https://api.example.com", nil))
 	var e *Error
-	if !errors.As(got.err, &e) {
-		t.Fatalf("err = %v, want *Error", got.err)
-	}
-	want := Error{Tries: 2, Waited: 400 * time.Millisecond, Status: 429, RetryAfter: 45 * time.Second, Reason: OutOfTime, Err: ErrRateLimited}
-	if *e != want {
-		t.Errorf("Error = %+v, want %+v", *e, want)
-	}
-	if want := "retryhttp: out_of_time after 2 tries, waited 400ms, status 429, retry-after 45s: rate limited"; e.Error() != want {
-		t.Errorf("Error() = %q, want %q", e.Error(), want)
-	}
+	require.ErrorAs(t, err, &e)
+	assert.Equal(t, Error{Tries: 2, Waited: 400 * time.Millisecond, Status: 429, RetryAfter: 45 * time.Second, Reason: OutOfTime, Err: ErrRateLimited}, *e)
+	assert.EqualError(t, e, "retryhttp: out_of_time after 2 tries, waited 400ms, status 429, retry-after 45s: rate limited")
 }
 
 // TestGiveUpIsImmediateOnTheRealClock runs R7 on the real clock: a
@@ -215,7 +176,7 @@ func TestGiveUpIsImmediateOnTheRealClock(t *testing.T) {
 		if withBudget {
 			ctx = WithBudget(ctx, NewBudget(PublicTierMaxWait))
 		}
-		tr := New(newScript(status(429, "Retry-After", "30")))
+		tr := New(retryhttptest.NewScript(reply(429, "Retry-After", "30")))
 		start := time.Now()
 		resp, err := tr.RoundTrip(newRequest(t, ctx, "GET", "https://api.example.com", nil))
 		elapsed := time.Since(start)
@@ -223,39 +184,30 @@ func TestGiveUpIsImmediateOnTheRealClock(t *testing.T) {
 		if resp != nil {
 			resp.Body.Close()
 		}
-		if elapsed > time.Second {
-			t.Errorf("budget %v: gave up after %v, want at once", withBudget, elapsed)
-		}
-		if withBudget != errors.Is(err, ErrRateLimited) {
-			t.Errorf("budget %v: err = %v", withBudget, err)
-		}
+		assert.Less(t, elapsed, time.Second, "budget %v: gave up at once", withBudget)
+		assert.Equal(t, withBudget, errors.Is(err, ErrRateLimited), "budget %v: err %v", withBudget, err)
 	}
 }
 
 // TestBudgetSharedBySequentialCalls: two calls of one turn draw on one
 // Budget; the second finds what the first left.
 func TestBudgetSharedBySequentialCalls(t *testing.T) {
-	clk := newFakeClock()
 	budget := NewBudget(1500 * time.Millisecond)
 	ctx := WithBudget(context.Background(), budget)
-	tr := New(newScript(status(503), status(503), status(200), status(503)), WithClock(clk), WithBackoff(noJitter))
+	clk, _, tr := scripted(replies{reply(503), reply(503), reply(200), reply(503)})
 
-	first := drive(t, tr, clk, newRequest(t, ctx, "GET", "https://api.example.com/a", nil))
-	if first.err != nil || first.resp.StatusCode != 200 {
-		t.Fatalf("first call: %v, %v", first.resp, first.err)
-	}
-	first.resp.Body.Close()
-	if budget.Waited() != 1200*time.Millisecond {
-		t.Fatalf("after the first call waited %v, want 1.2s", budget.Waited())
-	}
-	second := drive(t, tr, clk, newRequest(t, ctx, "GET", "https://api.example.com/b", nil))
-	if second.err != nil || second.resp.StatusCode != 503 || len(second.waits) != 0 {
-		t.Fatalf("second call: %v, %v, waits %v; want the 503 back at once (400ms does not fit 300ms)", second.resp, second.err, second.waits)
-	}
-	second.resp.Body.Close()
-	if budget.Waited() != 1200*time.Millisecond {
-		t.Errorf("budget waited %v, want 1.2s", budget.Waited())
-	}
+	resp, err := tr.RoundTrip(newRequest(t, ctx, "GET", "https://api.example.com/a", nil))
+	require.NoError(t, err)
+	resp.Body.Close()
+	require.Equal(t, 200, resp.StatusCode, "the first call")
+	require.Equal(t, 1200*time.Millisecond, budget.Waited(), "after the first call")
+
+	resp, err = tr.RoundTrip(newRequest(t, ctx, "GET", "https://api.example.com/b", nil))
+	require.NoError(t, err)
+	resp.Body.Close()
+	assert.Equal(t, 503, resp.StatusCode, "the second call: the 503 back at once (400ms does not fit 300ms)")
+	assertWaits(t, []time.Duration{400 * time.Millisecond, 800 * time.Millisecond}, clk.Waits(), "the first call's waits, and none of the second")
+	assert.Equal(t, 1200*time.Millisecond, budget.Waited())
 }
 
 // TestBudgetReserveIsAtomic: callers at once on one Budget never charge
@@ -301,8 +253,10 @@ func TestBudgetReserveIsAtomic(t *testing.T) {
 // TestBudgetSharedByConcurrentCalls: eight calls at once through the
 // transport on one 2s Budget get exactly four 400ms waits between them,
 // whatever the interleaving, and the Budget shows exactly what they waited.
+// The calls share the kit's Clock, on which their waits overlap; what they
+// were charged is what the Observer saw decided (on a shared clock a timer
+// may be shorter than its wait, which counts from its response).
 func TestBudgetSharedByConcurrentCalls(t *testing.T) {
-	clk := newFakeClock()
 	budget := NewBudget(2 * time.Second)
 	ctx := WithBudget(context.Background(), budget)
 	var (
@@ -310,8 +264,8 @@ func TestBudgetSharedByConcurrentCalls(t *testing.T) {
 		waited time.Duration
 		waits  int
 	)
-	always503 := roundTripperFunc(func(*http.Request) (*http.Response, error) { return respond(503, "busy"), nil })
-	tr := New(always503, WithClock(clk), WithMaxRetries(10), WithBackoff(Backoff{Base: 400 * time.Millisecond}),
+	always503 := retryhttptest.NewScript(reply(503))
+	tr := New(always503, WithClock(retryhttptest.NewClock()), WithMaxRetries(10), WithBackoff(Backoff{Base: 400 * time.Millisecond}),
 		WithObserver(func(_ context.Context, a Attempt) {
 			if a.Outcome == Retrying {
 				mu.Lock()
@@ -332,47 +286,32 @@ func TestBudgetSharedByConcurrentCalls(t *testing.T) {
 			}
 		}()
 	}
-	done := make(chan struct{})
-	go func() { wg.Wait(); close(done) }()
-	timeout := time.After(10 * time.Second)
-	for finished := false; !finished; {
-		select {
-		case d := <-clk.waits:
-			clk.Add(d)
-		case <-done:
-			finished = true
-		case <-timeout:
-			t.Fatal("calls did not finish")
-		}
-	}
+	wg.Wait()
 	// 400ms fits while waited+400ms < 2s: four waits, 1.6s, and no more.
 	assert.Equal(t, 4, waits)
 	assert.Equal(t, 1600*time.Millisecond, waited)
 	assert.Equal(t, 1600*time.Millisecond, budget.Waited())
+	assert.Equal(t, 8+4, always503.Len(), "tries: one per call, one per wait")
 }
 
 // TestBudgetRefundOnCancel: a wait cut short gives back what it did not use.
 func TestBudgetRefundOnCancel(t *testing.T) {
-	clk := newFakeClock()
 	budget := NewBudget(PublicTierMaxWait)
 	ctx, cancel := context.WithCancel(WithBudget(context.Background(), budget))
 	defer cancel()
-	tr := New(newScript(status(503, "Retry-After", "5")), WithClock(clk))
-	got := driveWith(t, tr, clk, newRequest(t, ctx, "GET", "https://api.example.com", nil), func(d time.Duration) time.Duration {
-		if budget.Waited() != 5*time.Second {
-			t.Errorf("during the wait the budget shows %v charged, want 5s (charged before the sleep)", budget.Waited())
-		}
-		clk.Add(2 * time.Second)
+	clk, _, tr := scripted(replies{reply(503, "Retry-After", "5")})
+	var during time.Duration
+	clk.AfterFunc(2*time.Second, func() { // two seconds into the 5 s wait
+		during = budget.Waited()
 		cancel()
-		return 0
 	})
+	_, err := tr.RoundTrip(newRequest(t, ctx, "GET", "https://api.example.com", nil))
+	assert.Equal(t, 5*time.Second, during, "charged during the wait: the whole wait, before the sleep")
 	var e *Error
-	if !errors.As(got.err, &e) || e.Reason != Canceled || e.Waited != 2*time.Second {
-		t.Fatalf("err = %v, want Canceled after waiting 2s", got.err)
-	}
-	if budget.Waited() != 2*time.Second {
-		t.Errorf("budget waited %v after cancel, want 2s (3s given back)", budget.Waited())
-	}
+	require.ErrorAs(t, err, &e)
+	assert.Equal(t, Canceled, e.Reason)
+	assert.Equal(t, 2*time.Second, e.Waited)
+	assert.Equal(t, 2*time.Second, budget.Waited(), "after the cancel: 3s given back")
 }
 
 // TestBudgetFaultBoundaries pins the boundaries of R7, R8 and R10 that a planted fault
@@ -382,7 +321,7 @@ func TestBudgetFaultBoundaries(t *testing.T) {
 	for _, tc := range []struct {
 		name       string
 		budget     time.Duration
-		reply      func(*http.Request) (*http.Response, error)
+		reply      retryhttptest.Reply
 		getBody    func() (io.ReadCloser, error) // for a POST body; nil: no GetBody
 		wantStatus int                           // 0: an error
 		wantReason Outcome
@@ -391,41 +330,40 @@ func TestBudgetFaultBoundaries(t *testing.T) {
 	}{
 		{
 			name: "GetBody fails after the wait was charged: nothing stays charged", budget: PublicTierMaxWait,
-			reply: status(503), getBody: failingGetBody, wantStatus: 503,
+			reply: reply(503), getBody: failingGetBody, wantStatus: 503,
 		},
 		{
 			name: "no GetBody, 503 asking for all the Budget holds: the 503 back, not busy", budget: PublicTierMaxWait,
-			reply: status(503, "Retry-After", "10"), wantStatus: 503,
+			reply: reply(503, "Retry-After", "10"), wantStatus: 503,
 		},
 		{
 			name: "a 10s Budget and Retry-After: 10 fail fast (not shorter than what is left)", budget: PublicTierMaxWait,
-			reply: status(503, "Retry-After", "10"), getBody: okGetBody, wantReason: OutOfTime, wantLimit: true,
+			reply: reply(503, "Retry-After", "10"), getBody: okGetBody, wantReason: OutOfTime, wantLimit: true,
 		},
 		{
 			name: "a 10s Budget and Retry-After: 9.999 is waited", budget: PublicTierMaxWait,
-			reply: status(503, "Retry-After", "9.999"), getBody: okGetBody, wantStatus: 200, wantWaited: 9999 * time.Millisecond,
+			reply: reply(503, "Retry-After", "9.999"), getBody: okGetBody, wantStatus: 200, wantWaited: 9999 * time.Millisecond,
 		},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			clk := newFakeClock()
 			budget := NewBudget(tc.budget)
 			ctx := WithBudget(context.Background(), budget)
-			tr := New(newScript(tc.reply, status(200)), WithClock(clk))
+			clk, _, tr := scripted(replies{tc.reply, reply(200)})
 			req := newRequest(t, ctx, "POST", "https://api.example.com/v1", []byte(`{"q":1}`))
 			req.GetBody = tc.getBody
-			got := drive(t, tr, clk, req)
+			resp, err := tr.RoundTrip(req)
 			assert.Equal(t, tc.wantWaited, budget.Waited(), "charged to the Budget")
 			if tc.wantStatus != 0 {
-				require.NoError(t, got.err)
-				got.resp.Body.Close()
-				assert.Equal(t, tc.wantStatus, got.resp.StatusCode)
+				require.NoError(t, err)
+				resp.Body.Close()
+				assert.Equal(t, tc.wantStatus, resp.StatusCode)
 				return
 			}
 			var e *Error
-			require.ErrorAs(t, got.err, &e)
+			require.ErrorAs(t, err, &e)
 			assert.Equal(t, tc.wantReason, e.Reason)
-			assert.Equal(t, tc.wantLimit, errors.Is(got.err, ErrRateLimited))
-			assert.Empty(t, got.waits, "no wait was slept")
+			assert.Equal(t, tc.wantLimit, errors.Is(err, ErrRateLimited))
+			assert.Empty(t, clk.Waits(), "no wait was slept")
 		})
 	}
 }
@@ -435,7 +373,6 @@ func okGetBody() (io.ReadCloser, error) { return io.NopCloser(strings.NewReader(
 // TestCancelDuringWaitClosesFreshBody: the body GetBody made for the next
 // try is closed when the caller cancels during the wait before it (R1, R9).
 func TestCancelDuringWaitClosesFreshBody(t *testing.T) {
-	clk := newFakeClock()
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	var fresh []*trackedBody
@@ -445,13 +382,13 @@ func TestCancelDuringWaitClosesFreshBody(t *testing.T) {
 		fresh = append(fresh, b)
 		return b, nil
 	}
-	got := driveWith(t, New(newScript(status(503)), WithClock(clk)), clk, req, func(time.Duration) time.Duration {
-		cancel()
-		return 0
-	})
+	clk, script, tr := scripted(replies{reply(503)})
+	clk.AfterFunc(time.Millisecond, cancel) // a millisecond into the wait
+	_, err := tr.RoundTrip(req)
 	var e *Error
-	require.ErrorAs(t, got.err, &e)
+	require.ErrorAs(t, err, &e)
 	assert.Equal(t, Canceled, e.Reason)
+	assert.Equal(t, 1, script.Len(), "tries")
 	require.Len(t, fresh, 1, "GetBody calls")
 	assert.EqualValues(t, 1, fresh[0].closed.Load(), "the unsent fresh body is closed")
 }

@@ -18,6 +18,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/retryhttp/retryhttp/retryhttptest"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -68,18 +69,8 @@ func (s *faultServer) conns() (open, accepted int) {
 // connection closed.
 func (s *faultServer) waitNoConns(t *testing.T) {
 	t.Helper()
-	deadline := time.Now().Add(2 * time.Second)
-	for {
-		open, _ := s.conns()
-		if open == 0 {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Errorf("server: %d connections still open 2 s after the client closed its idle ones, want 0", open)
-			return
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+	assert.Eventually(t, func() bool { open, _ := s.conns(); return open == 0 }, 2*time.Second, 5*time.Millisecond,
+		"server: connections still open 2 s after the client closed its idle ones")
 }
 
 // faultBase is a fresh http.Transport whose idle connections are closed when
@@ -94,8 +85,7 @@ func faultBase(t *testing.T) *http.Transport {
 // faultReset hijacks the connection of w and resets it (RST, not FIN).
 func faultReset(t *testing.T, w http.ResponseWriter) {
 	conn, _, err := w.(http.Hijacker).Hijack()
-	if err != nil {
-		t.Errorf("hijack: %v", err)
+	if !assert.NoError(t, err, "hijack") {
 		return
 	}
 	faultRST(conn)
@@ -114,9 +104,7 @@ func faultRST(c net.Conn) {
 func faultRaw(t *testing.T, serve func(n int, c net.Conn)) string {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	var wg sync.WaitGroup
 	wg.Add(1)
 	go func() {
@@ -167,42 +155,31 @@ func TestFaultResetMidHeaders(t *testing.T) {
 				}
 				io.WriteString(c, "HTTP/1.1 200 OK\r\nContent-Length: 2\r\nConnection: close\r\n\r\nok")
 			})
-			clk := newFakeClock()
+			clk := retryhttptest.NewClock()
 			var seen ttAttempts
 			tr := New(faultBase(t), WithClock(clk), WithBackoff(noJitter), WithObserver(seen.observe))
-			req := newRequest(t, context.Background(), http.MethodGet, url, nil)
 
-			r := drive(t, tr, clk, req)
+			resp, err := tr.RoundTrip(newRequest(t, context.Background(), http.MethodGet, url, nil))
 			attempts := seen.list()
-			if len(attempts) != tc.wantTries {
-				t.Fatalf("attempts = %d, want %d", len(attempts), tc.wantTries)
-			}
+			require.Len(t, attempts, tc.wantTries, "attempts")
 			for _, a := range attempts[:tc.resets] {
-				if a.Err == nil || a.Class != Transient || a.Status != 0 {
-					t.Errorf("try %d: Err %v, Class %v, Status %d; want a Transient transport error", a.Try, a.Err, a.Class, a.Status)
-				}
+				assert.Error(t, a.Err, "try %d: a transport error", a.Try)
+				assert.Equal(t, Transient, a.Class, "try %d", a.Try)
+				assert.Zero(t, a.Status, "try %d", a.Try)
 			}
-			if want := []time.Duration{400 * time.Millisecond, 800 * time.Millisecond}; !equalDurations(r.waits, want) {
-				t.Errorf("waits = %v, want %v", r.waits, want)
-			}
+			assertWaits(t, []time.Duration{400 * time.Millisecond, 800 * time.Millisecond}, clk.Waits())
 			if tc.wantOK {
-				if r.err != nil {
-					t.Fatalf("RoundTrip error = %v, want the 200", r.err)
-				}
-				body, _ := io.ReadAll(r.resp.Body)
-				r.resp.Body.Close()
-				if string(body) != "ok" {
-					t.Errorf("body = %q, want %q", body, "ok")
-				}
+				require.NoError(t, err, "the 200")
+				body, _ := io.ReadAll(resp.Body)
+				resp.Body.Close()
+				assert.Equal(t, "ok", string(body))
 				return
 			}
+			require.Nil(t, resp)
 			var e *Error
-			if r.resp != nil || !errors.As(r.err, &e) {
-				t.Fatalf("RoundTrip = %v, %v; want nil, *Error", r.resp, r.err)
-			}
-			if e.Reason != Exhausted || e.Tries != 3 || e.Status != 0 || e.Waited != 1200*time.Millisecond || e.Err == nil {
-				t.Errorf("Error = %+v, want Reason exhausted, Tries 3, Status 0, Waited 1.2s, a cause", e)
-			}
+			require.ErrorAs(t, err, &e)
+			assert.Equal(t, Error{Tries: 3, Waited: 1200 * time.Millisecond, Reason: Exhausted, Err: e.Err}, *e)
+			assert.Error(t, e.Err, "a cause")
 		})
 	}
 }
@@ -210,28 +187,19 @@ func TestFaultResetMidHeaders(t *testing.T) {
 func TestFaultConnectionRefused(t *testing.T) {
 	ttNoLeak(t)
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	url := "http://" + ln.Addr().String() + "/v1/chat"
 	ln.Close() // nothing listens there now
 
-	clk := newFakeClock()
+	clk := retryhttptest.NewClock()
 	tr := New(faultBase(t), WithClock(clk), WithBackoff(noJitter))
-	r := drive(t, tr, clk, newRequest(t, context.Background(), http.MethodGet, url, nil))
+	resp, err := tr.RoundTrip(newRequest(t, context.Background(), http.MethodGet, url, nil))
+	require.Nil(t, resp)
 	var e *Error
-	if r.resp != nil || !errors.As(r.err, &e) {
-		t.Fatalf("RoundTrip = %v, %v; want nil, *Error", r.resp, r.err)
-	}
-	if !errors.Is(r.err, syscall.ECONNREFUSED) {
-		t.Errorf("errors.Is(%v, ECONNREFUSED) = false, want true", r.err)
-	}
-	if e.Reason != Exhausted || e.Tries != 3 || e.Status != 0 {
-		t.Errorf("Error = %+v, want Reason exhausted, Tries 3, Status 0", e)
-	}
-	if want := []time.Duration{400 * time.Millisecond, 800 * time.Millisecond}; !equalDurations(r.waits, want) {
-		t.Errorf("waits = %v, want %v", r.waits, want)
-	}
+	require.ErrorAs(t, err, &e)
+	assert.ErrorIs(t, err, syscall.ECONNREFUSED)
+	assert.Equal(t, Error{Tries: 3, Waited: 1200 * time.Millisecond, Reason: Exhausted, Err: e.Err}, *e)
+	assertWaits(t, []time.Duration{400 * time.Millisecond, 800 * time.Millisecond}, clk.Waits())
 }
 
 // Every form of Retry-After R5 names, over a real connection: each 429 is
@@ -273,7 +241,7 @@ func TestFaultRetryAfterForms(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			ttNoLeak(t)
-			clk := newFakeClock()
+			clk := retryhttptest.NewClock()
 			var n atomic.Int32
 			srv := newFaultServer(t, func(w http.ResponseWriter, r *http.Request) {
 				if n.Add(1) <= 2 {
@@ -289,18 +257,16 @@ func TestFaultRetryAfterForms(t *testing.T) {
 			var seen ttAttempts
 			// The backoff stays below every ask: 10 ms, then 10 ms again.
 			tr := New(faultBase(t), WithClock(clk), WithBackoff(Backoff{Base: 10 * time.Millisecond}), WithObserver(seen.observe))
-			r := drive(t, tr, clk, newRequest(t, context.Background(), http.MethodGet, srv.URL, nil))
-			if r.err != nil {
-				t.Fatalf("RoundTrip error = %v, want the 200", r.err)
-			}
-			r.resp.Body.Close()
-			if want := []time.Duration{tc.wantWait, tc.wantWait}; !equalDurations(r.waits, want) {
-				t.Errorf("waits = %v, want %v", r.waits, want)
-			}
-			for _, a := range seen.list()[:2] {
-				if a.Class != Throttled || a.From != tc.wantFrom || a.Wait != tc.wantWait {
-					t.Errorf("try %d: Class %v, From %v, Wait %v; want throttled, %v, %v", a.Try, a.Class, a.From, a.Wait, tc.wantFrom, tc.wantWait)
-				}
+			resp, err := tr.RoundTrip(newRequest(t, context.Background(), http.MethodGet, srv.URL, nil))
+			require.NoError(t, err, "the 200")
+			resp.Body.Close()
+			assertWaits(t, []time.Duration{tc.wantWait, tc.wantWait}, clk.Waits())
+			attempts := seen.list()
+			require.Len(t, attempts, 3)
+			for _, a := range attempts[:2] {
+				assert.Equal(t, Throttled, a.Class, "try %d", a.Try)
+				assert.Equal(t, tc.wantFrom, a.From, "try %d", a.Try)
+				assert.Equal(t, tc.wantWait, a.Wait, "try %d", a.Try)
 			}
 		})
 	}
@@ -328,9 +294,12 @@ func TestFaultThrottleStorm(t *testing.T) {
 		}
 		io.WriteString(w, "ok")
 	})
-	clk := newFakeClock()
+	// The callers share the kit's Clock, on which their waits overlap and
+	// take no time. (A wait counts from its response, so on a shared clock a
+	// caller's timer may be shorter than its wait by what others moved the
+	// clock meanwhile: the waits asserted are the ones decided.)
 	var waits []time.Duration // what each retry waits: the server's ask
-	tr := New(faultBase(t), WithClock(clk), WithBackoff(Backoff{Base: 10 * time.Millisecond}),
+	tr := New(faultBase(t), WithClock(retryhttptest.NewClock()), WithBackoff(Backoff{Base: 10 * time.Millisecond}),
 		WithObserver(func(_ context.Context, a Attempt) {
 			if a.Outcome == Retrying {
 				mu.Lock()
@@ -362,33 +331,14 @@ func TestFaultThrottleStorm(t *testing.T) {
 			}
 		}()
 	}
-	// Drive the clock: every wait a caller starts is registered before it
-	// is reported, so advancing by it always lets it fire. (A wait counts
-	// from its response, so on this shared clock a caller's timer may be
-	// shorter than its wait by what others advanced meanwhile.)
-	allDone := make(chan struct{})
-	go func() { wg.Wait(); close(allDone) }()
-drive:
-	for {
-		select {
-		case d := <-clk.waits:
-			clk.Add(d)
-		case <-allDone:
-			break drive
-		}
-	}
+	wg.Wait()
 	close(statuses)
 	for s := range statuses {
-		if s != "200" {
-			t.Errorf("a call ended with %s, want 200", s)
-		}
+		assert.Equal(t, "200", s, "how a call ended")
 	}
-	if len(waits) != 2*goroutines*calls {
-		t.Errorf("waits = %d, want %d (two per call)", len(waits), 2*goroutines*calls)
-	}
+	assert.Len(t, waits, 2*goroutines*calls, "waits: two per call")
 	for _, d := range waits {
-		if d != 2*time.Second {
-			t.Errorf("a wait of %v, want the server's 2s", d)
+		if !assert.Equal(t, 2*time.Second, d, "a wait: the server's ask") {
 			break
 		}
 	}
@@ -477,38 +427,24 @@ func TestFaultDrainBeforeRetry(t *testing.T) {
 				}
 			})
 			base := &faultCounting{base: faultBase(t)}
-			clk := newFakeClock()
-			tr := New(base, WithClock(clk), WithBackoff(noJitter))
+			tr := New(base, WithClock(retryhttptest.NewClock()), WithBackoff(noJitter))
 			start := time.Now()
-			r := drive(t, tr, clk, newRequest(t, context.Background(), http.MethodGet, srv.URL, nil))
-			if elapsed := time.Since(start); elapsed > 5*time.Second {
-				t.Errorf("the call took %v of real time, want well under 5 s", elapsed)
-			}
-			if r.err != nil {
-				t.Fatalf("RoundTrip error = %v, want the last 503", r.err)
-			}
-			if len(base.bodies) != 3 {
-				t.Fatalf("responses = %d, want 3", len(base.bodies))
-			}
+			resp, err := tr.RoundTrip(newRequest(t, context.Background(), http.MethodGet, srv.URL, nil))
+			assert.Less(t, time.Since(start), 5*time.Second, "the call's real time")
+			require.NoError(t, err, "the last 503")
+			require.Len(t, base.bodies, 3, "responses")
 			for i, b := range base.bodies[:2] {
-				if got := b.n.Load(); got != tc.wantRead {
-					t.Errorf("try %d: transport read %d bytes of the body, want %d", i+1, got, tc.wantRead)
-				}
-				if !b.closed.Load() {
-					t.Errorf("try %d: body not closed before the retry", i+1)
-				}
+				assert.Equal(t, tc.wantRead, b.n.Load(), "try %d: bytes of the body the transport read", i+1)
+				assert.True(t, b.closed.Load(), "try %d: the body, closed before the retry", i+1)
 			}
 			last := base.bodies[2]
-			if last.n.Load() != 0 || last.closed.Load() {
-				t.Errorf("last response: %d bytes read, closed %v; want it handed back unread and open", last.n.Load(), last.closed.Load())
-			}
-			if _, err := io.ReadFull(r.resp.Body, make([]byte, 1024)); err != nil {
-				t.Errorf("reading the returned body: %v", err)
-			}
-			r.resp.Body.Close()
-			if _, accepted := srv.conns(); accepted != tc.wantConns {
-				t.Errorf("server accepted %d connections for 3 tries, want %d", accepted, tc.wantConns)
-			}
+			assert.Zero(t, last.n.Load(), "the last response: handed back unread")
+			assert.False(t, last.closed.Load(), "the last response: handed back open")
+			_, err = io.ReadFull(resp.Body, make([]byte, 1024))
+			assert.NoError(t, err, "reading the returned body")
+			resp.Body.Close()
+			_, accepted := srv.conns()
+			assert.Equal(t, tc.wantConns, accepted, "connections the server accepted for 3 tries")
 			tr.CloseIdleConnections()
 			srv.waitNoConns(t)
 		})
@@ -516,16 +452,16 @@ func TestFaultDrainBeforeRetry(t *testing.T) {
 }
 
 // A server that hangs before its headers is cut by the per-try timeout on
-// the fake clock; the next try is answered.
+// the kit's Clock; the next try is answered.
 func TestFaultHangBeforeHeaders(t *testing.T) {
 	ttNoLeak(t)
 	const d = 2 * time.Second
-	hung := make(chan struct{}, 1)
+	clk := retryhttptest.NewClock()
 	var n atomic.Int32
 	var clientLeft atomic.Bool
 	srv := newFaultServer(t, func(w http.ResponseWriter, r *http.Request) {
 		if n.Add(1) == 1 {
-			hung <- struct{}{}
+			clk.Add(d) // the headers are late: time passes the try timeout, which cuts the try
 			select {
 			case <-r.Context().Done():
 				clientLeft.Store(true)
@@ -535,30 +471,23 @@ func TestFaultHangBeforeHeaders(t *testing.T) {
 		}
 		io.WriteString(w, "ok")
 	})
-	clk := newTTClock()
 	var seen ttAttempts
 	tr := New(faultBase(t), WithClock(clk), WithBackoff(noJitter), WithTryTimeout(d), WithObserver(seen.observe))
 	start := time.Now()
-	r := ttDrive(t, tr, clk, newRequest(t, context.Background(), http.MethodGet, srv.URL, nil), hung, d)
-	if elapsed := time.Since(start); elapsed > 3*time.Second {
-		t.Errorf("the call took %v of real time, want the hang cut on the fake clock", elapsed)
-	}
-	if r.err != nil {
-		t.Fatalf("RoundTrip error = %v, want the second try's 200", r.err)
-	}
-	body, _ := io.ReadAll(r.resp.Body)
-	r.resp.Body.Close()
-	if string(body) != "ok" || n.Load() != 2 {
-		t.Errorf("body %q after %d requests, want \"ok\" after 2", body, n.Load())
-	}
-	if a := seen.list(); len(a) != 2 || !isTryTimeout(a[0].Err) || a[0].Elapsed != d {
-		t.Errorf("attempts = %+v, want 2, the first a per-try timeout after %v", a, d)
-	}
+	resp, err := tr.RoundTrip(newRequest(t, context.Background(), http.MethodGet, srv.URL, nil))
+	assert.Less(t, time.Since(start), 3*time.Second, "the call's real time: the hang is cut on the kit's Clock")
+	require.NoError(t, err, "the second try's 200")
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	assert.Equal(t, "ok", string(body))
+	assert.EqualValues(t, 2, n.Load(), "requests")
+	a := seen.list()
+	require.Len(t, a, 2, "attempts")
+	assert.True(t, isTryTimeout(a[0].Err), "the first try: Err = %v, want a per-try timeout", a[0].Err)
+	assert.Equal(t, d, a[0].Elapsed, "the first try")
 	tr.CloseIdleConnections()
 	srv.waitNoConns(t)
-	if !clientLeft.Load() {
-		t.Error("the server never saw the timed-out try go away")
-	}
+	assert.True(t, clientLeft.Load(), "the server saw the timed-out try go away")
 }
 
 // A slow stream is read to its end, long after the per-try timeout, and is
@@ -586,33 +515,27 @@ func TestFaultSlowStream(t *testing.T) {
 			w.(http.Flusher).Flush()
 		}
 	})
-	clk := newTTClock()
+	clk := retryhttptest.NewClock()
 	tr := New(faultBase(t), WithClock(clk), WithTryTimeout(d))
-	r := ttDrive(t, tr, clk, newRequest(t, context.Background(), http.MethodPost, srv.URL, []byte(`{"stream":true}`)), nil, d)
-	if r.err != nil {
-		t.Fatal(r.err)
-	}
-	defer r.resp.Body.Close()
+	resp, err := tr.RoundTrip(newRequest(t, context.Background(), http.MethodPost, srv.URL, []byte(`{"stream":true}`)))
+	require.NoError(t, err)
+	defer resp.Body.Close()
+	start := clk.Now()
 	var got strings.Builder
 	for i, c := range chunks {
 		clk.Add(3 * d)
 		release <- struct{}{}
 		buf := make([]byte, len(c))
-		if _, err := io.ReadFull(r.resp.Body, buf); err != nil {
-			t.Fatalf("chunk %d, the clock %v past the headers: %v; want the stream readable", i, clk.Now().Sub(epoch), err)
-		}
+		_, err := io.ReadFull(resp.Body, buf)
+		require.NoError(t, err, "chunk %d, %v after the headers: the stream stays readable", i, clk.Since(start))
 		got.Write(buf)
 	}
-	if rest, err := io.ReadAll(r.resp.Body); err != nil || len(rest) != 0 {
-		t.Errorf("end of stream: %q, %v; want \"\", nil", rest, err)
-	}
-	if want := strings.Join(chunks, ""); got.String() != want {
-		t.Errorf("stream = %q, want %q", got.String(), want)
-	}
-	if n.Load() != 1 {
-		t.Errorf("requests = %d, want 1: a stream is never retried", n.Load())
-	}
-	r.resp.Body.Close()
+	rest, err := io.ReadAll(resp.Body)
+	assert.NoError(t, err, "the end of the stream")
+	assert.Empty(t, rest, "the end of the stream")
+	assert.Equal(t, strings.Join(chunks, ""), got.String())
+	assert.EqualValues(t, 1, n.Load(), "requests: a stream is never retried")
+	resp.Body.Close()
 	tr.CloseIdleConnections()
 	srv.waitNoConns(t)
 }
@@ -637,10 +560,10 @@ func TestFaultManyCallers(t *testing.T) {
 			io.WriteString(w, "ok")
 		}
 	})
-	// Zero waits: the transport starts no timer, so the fake clock never
-	// needs advancing. The Quota is big enough never to refuse; it is here
-	// to be shared by every caller under the race detector.
-	tr := New(faultBase(t), WithClock(newFakeClock()), WithBackoff(Backoff{}), WithIdempotencyKey(), WithQuota(NewQuota(1e6, 0.1)))
+	// Zero waits: the transport starts no timer. The Quota is big enough
+	// never to refuse; it is here to be shared by every caller under the
+	// race detector.
+	tr := New(faultBase(t), WithBackoff(Backoff{}), WithIdempotencyKey(), WithQuota(NewQuota(1e6, 0.1)))
 
 	ctx, cancel := context.WithCancel(context.Background())
 	watchdog := time.AfterFunc(10*time.Second, cancel)
@@ -681,37 +604,30 @@ func TestFaultManyCallers(t *testing.T) {
 
 	counts := map[string]int{}
 	for o := range results {
-		switch {
-		case o.err == nil && (o.status == 200 || o.status == 503 || o.status == 429):
+		if o.err == nil {
+			assert.Contains(t, []int{200, 503, 429}, o.status, "a call's status: 200, or an exhausted 503 or 429")
 			counts[strconv.Itoa(o.status)]++
-		case o.err == nil:
-			t.Errorf("a call ended with status %d, want 200, or an exhausted 503 or 429", o.status)
-		default:
-			var e *Error
-			if !errors.As(o.err, &e) || e.Reason != Exhausted || e.Tries != 3 || e.Err == nil || errors.As(e.Err, new(*Error)) {
-				t.Errorf("a call ended with %v (%T), want a response or an exhausted *Error after 3 tries", o.err, o.err)
-				continue
-			}
-			if errors.Is(o.err, context.Canceled) {
-				t.Errorf("a call was cut by the 10 s watchdog: %v", o.err)
-			}
-			counts["error"]++
+			continue
 		}
+		var e *Error
+		if !assert.ErrorAs(t, o.err, &e, "a call's end: a response or an exhausted *Error") {
+			continue
+		}
+		assert.Equal(t, Exhausted, e.Reason, "%v", o.err)
+		assert.Equal(t, 3, e.Tries, "%v", o.err)
+		assert.Error(t, e.Err, "the cause")
+		assert.NotErrorAs(t, e.Err, new(*Error), "an *Error inside an *Error")
+		assert.NotErrorIs(t, o.err, context.Canceled, "a call cut by the 10 s watchdog")
+		counts["error"]++
 	}
 	total := 0
 	for _, c := range counts {
 		total += c
 	}
 	t.Logf("%d calls, %d tries: %v", total, n.Load(), counts)
-	if total != goroutines*calls {
-		t.Errorf("calls ended = %d, want %d", total, goroutines*calls)
-	}
-	if counts["200"] == 0 {
-		t.Error("no call succeeded")
-	}
-	if n.Load() <= goroutines*calls {
-		t.Errorf("server saw %d tries for %d calls, want retries", n.Load(), goroutines*calls)
-	}
+	assert.Equal(t, goroutines*calls, total, "calls ended")
+	assert.NotZero(t, counts["200"], "calls that succeeded")
+	assert.Greater(t, n.Load(), int64(goroutines*calls), "tries the server saw: more than the calls, retries")
 	tr.CloseIdleConnections()
 	srv.waitNoConns(t)
 }
@@ -759,27 +675,21 @@ func TestFaultIdempotentRetryAppliedOnce(t *testing.T) {
 				}
 				io.WriteString(w, res)
 			})
-			clk := newFakeClock()
-			tr := New(faultBase(t), append([]Option{WithClock(clk), WithBackoff(noJitter)}, tc.opts...)...)
+			tr := New(faultBase(t), append([]Option{WithClock(retryhttptest.NewClock()), WithBackoff(noJitter)}, tc.opts...)...)
 			const calls = 10
 			for i := range calls {
 				call := fmt.Sprintf("order-%d", i)
-				r := drive(t, tr, clk, newRequest(t, context.Background(), http.MethodPost, srv.URL, []byte(call)))
-				if r.err != nil {
-					t.Fatalf("%s: RoundTrip error = %v, want 200", call, r.err)
-				}
-				b, _ := io.ReadAll(r.resp.Body)
-				r.resp.Body.Close()
-				if r.resp.StatusCode != http.StatusOK || string(b) != "charged "+call {
-					t.Errorf("%s: %d %q, want 200 %q", call, r.resp.StatusCode, b, "charged "+call)
-				}
+				resp, err := tr.RoundTrip(newRequest(t, context.Background(), http.MethodPost, srv.URL, []byte(call)))
+				require.NoError(t, err, call)
+				b, _ := io.ReadAll(resp.Body)
+				resp.Body.Close()
+				assert.Equal(t, http.StatusOK, resp.StatusCode, call)
+				assert.Equal(t, "charged "+call, string(b), call)
 			}
 			mu.Lock()
 			for i := range calls {
 				call := fmt.Sprintf("order-%d", i)
-				if applied[call] != tc.wantApplied {
-					t.Errorf("%s applied %d times, want %d", call, applied[call], tc.wantApplied)
-				}
+				assert.Equal(t, tc.wantApplied, applied[call], "%s: times applied", call)
 			}
 			mu.Unlock()
 			tr.CloseIdleConnections()
@@ -861,8 +771,7 @@ func TestFaultStalledBody(t *testing.T) {
 				}
 			})
 			base := faultBase(t)
-			clk := newFakeClock()
-			clk.Set(time.Now()) // real deadlines compare with the fake clock's now
+			clk := retryhttptest.NewClock() // at the real time: real deadlines compare with its now
 			tr := New(base, WithClock(clk), WithBackoff(noJitter), WithMaxRetries(tc.maxRetries))
 			ctx := context.Background()
 			if tc.budget {
@@ -874,31 +783,29 @@ func TestFaultStalledBody(t *testing.T) {
 				defer cancel()
 			}
 			start := time.Now()
-			got := drive(t, tr, clk, newRequest(t, ctx, http.MethodPost, srv.URL, []byte(`{"q":1}`)))
+			resp, err := tr.RoundTrip(newRequest(t, ctx, http.MethodPost, srv.URL, []byte(`{"q":1}`)))
 			took := time.Since(start)
-			if got.resp != nil && got.resp.StatusCode != 200 {
+			if resp != nil && resp.StatusCode != 200 {
 				// Handed back whole: the 7 bytes sent at once, then the
 				// stall is the caller's, as without the transport.
 				b := make([]byte, 7)
-				_, err := io.ReadFull(got.resp.Body, b)
+				_, err := io.ReadFull(resp.Body, b)
 				require.NoError(t, err)
 				assert.Equal(t, `{"err":`, string(b))
-				got.resp.Body.Close()
+				resp.Body.Close()
 			}
 			gone := goneWithin(t)
 			t.Logf("RoundTrip returned after %v of real time; the transport's goroutines were gone %v later", took, gone)
-			if took > time.Second {
-				t.Errorf("RoundTrip took %v of real time: it waited on a stalled body", took)
-			}
+			assert.Less(t, took, time.Second, "RoundTrip's real time: it waited on a stalled body")
 			assert.Equal(t, tc.wantTries, int(tries.Load()), "tries")
 			if tc.wantStatus == 0 {
-				require.Error(t, got.err)
-				assert.Equal(t, tc.wantLimit, errors.Is(got.err, ErrRateLimited), "ErrRateLimited in %v", got.err)
+				require.Error(t, err)
+				assert.Equal(t, tc.wantLimit, errors.Is(err, ErrRateLimited), "ErrRateLimited in %v", err)
 				return
 			}
-			require.NoError(t, got.err)
-			defer got.resp.Body.Close()
-			assert.Equal(t, tc.wantStatus, got.resp.StatusCode)
+			require.NoError(t, err)
+			defer resp.Body.Close()
+			assert.Equal(t, tc.wantStatus, resp.StatusCode)
 		})
 	}
 }

@@ -16,6 +16,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/stretchr/testify/require"
 )
 
 // Fuzz tests of the two parsers of what a server says (R2, R5). `go test`
@@ -71,11 +73,10 @@ func FuzzParseRetryAfter(f *testing.F) {
 		}
 		now := epoch.Add(time.Duration(offset))
 		got, ok := ParseRetryAfter(h, now)
-		if got < 0 {
-			t.Fatalf("ParseRetryAfter(ms %q, ra %q) = %v, want never negative", ms, ra, got)
-		}
-		if !ok && got != 0 {
-			t.Fatalf("ParseRetryAfter(ms %q, ra %q) = %v, false; want 0 when not ok", ms, ra, got)
+		what := fmt.Sprintf("ParseRetryAfter(ms %q, ra %q) at %v", ms, ra, now)
+		require.GreaterOrEqual(t, got, time.Duration(0), "%s: never negative", what)
+		if !ok {
+			require.Zero(t, got, "%s: 0 when not ok", what)
 		}
 
 		// The oracle: exact arithmetic on big integers.
@@ -89,22 +90,16 @@ func FuzzParseRetryAfter(f *testing.F) {
 			return
 		}
 		if v == "" {
-			if ok {
-				t.Fatalf("ParseRetryAfter(ms %q, ra %q) = %v, true; want not ok: neither header holds a wait", ms, ra, got)
-			}
+			require.False(t, ok, "%s: not ok, neither header holds a wait", what)
 			return
 		}
 		when, err := http.ParseTime(v)
 		if err != nil {
-			if ok {
-				t.Fatalf("ParseRetryAfter(ms %q, ra %q) = %v, true; want not ok for a value that is neither a number nor an HTTP-date", ms, ra, got)
-			}
+			require.False(t, ok, "%s: not ok, for a value that is neither a number nor an HTTP-date", what)
 			return
 		}
-		want := max(when.Sub(now), 0)
-		if !ok || got != want {
-			t.Fatalf("ParseRetryAfter(ms %q, ra %q) at %v = %v, %v; want %v, true (the date less now, 0 if past)", ms, ra, now, got, ok, want)
-		}
+		require.True(t, ok, "%s: ok, for an HTTP-date", what)
+		require.Equal(t, max(when.Sub(now), 0), got, "%s: the date less now, 0 if past", what)
 	})
 }
 
@@ -154,12 +149,9 @@ func fzDigits(s string) bool {
 
 func fzCheckNumber(t *testing.T, what string, got time.Duration, ok bool, lo, hi time.Duration) {
 	t.Helper()
-	if !ok {
-		t.Fatalf("%s: ok = false, want true for a number", what)
-	}
-	if got < lo || got > hi {
-		t.Fatalf("%s = %v (%d ns), want within [%d, %d] ns: never shorter than asked, saturating", what, got, int64(got), int64(lo), int64(hi))
-	}
+	require.True(t, ok, "%s: ok, for a number", what)
+	require.GreaterOrEqual(t, got, lo, "%s (%d ns): never shorter than asked", what, int64(got))
+	require.LessOrEqual(t, got, hi, "%s (%d ns): at most the value rounded up, saturating", what, int64(got))
 }
 
 // fzErrors are the transport errors FuzzClassify picks from, with the class
@@ -227,9 +219,7 @@ func FuzzClassify(f *testing.F) {
 		}
 		u := fzURLs[int(urlKind)%len(fzURLs)]
 		req, err := http.NewRequestWithContext(ctx, http.MethodPost, u.url, nil)
-		if err != nil {
-			t.Fatal(err)
-		}
+		require.NoError(t, err)
 		var (
 			resp    *http.Response
 			tryErr  error
@@ -245,34 +235,25 @@ func FuzzClassify(f *testing.F) {
 		}
 
 		got := Classify(req, resp, tryErr)
-		if got != Permanent && got != Transient && got != Throttled {
-			t.Fatalf("Classify = %v, want one of the three classes", got)
-		}
 		what := fmt.Sprintf("Classify(url %q, canceled %v, status %d, X-Should-Retry %v %q, err %v)", u.url, canceled, code, hasXSR, xsr, tryErr)
+		require.Contains(t, []Class{Permanent, Transient, Throttled}, got, "%s: one of the three classes", what)
 		switch {
 		case canceled || !u.retryable:
-			if got != Permanent {
-				t.Fatalf("%s = %v, want permanent: the caller's context ended or the URL is not retryable", what, got)
-			}
+			require.Equal(t, Permanent, got, "%s: the caller's context ended or the URL is not retryable", what)
 		case tryErr != nil:
-			if got != errWant {
-				t.Fatalf("%s = %v, want %v", what, got, errWant)
-			}
+			require.Equal(t, errWant, got, what)
 		case code < 400:
-			if got != Permanent {
-				t.Fatalf("%s = %v, want permanent: a status below 400 is never retried", what, got)
-			}
+			require.Equal(t, Permanent, got, "%s: a status below 400 is never retried", what)
 		default:
 			v := ""
 			if hasXSR {
 				v = strings.TrimSpace(xsr)
 			}
-			wantFalse := strings.EqualFold(v, "false")
-			if code == http.StatusTooManyRequests && !wantFalse && got != Throttled {
-				t.Fatalf("%s = %v, want throttled", what, got)
+			if code == http.StatusTooManyRequests && !strings.EqualFold(v, "false") {
+				require.Equal(t, Throttled, got, what)
 			}
-			if want, known := fzStatusClass(code, hasXSR, xsr); known && got != want {
-				t.Fatalf("%s = %v, want %v", what, got, want)
+			if want, known := fzStatusClass(code, hasXSR, xsr); known {
+				require.Equal(t, want, got, what)
 			}
 		}
 	})

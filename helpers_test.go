@@ -3,62 +3,137 @@ package retryhttp
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"io"
 	"net/http"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/benbjohnson/clock"
+	"github.com/retryhttp/retryhttp/retryhttptest"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
 	"go.uber.org/zap/zaptest/observer"
 )
+
+// Most tests script the base with our own kit (retryhttptest): a Script of
+// replies on a kit Clock, and a direct tr.RoundTrip(req), with no goroutine;
+// they assert clk.Waits() and script.Requests(). The helpers below cover what
+// the kit leaves to the test.
+
+// replies is a Script's list of replies, in a table.
+type replies = []retryhttptest.Reply
+
+// reply is the kit's Status with the status text as its body, so that a test
+// can tell a response came back unread: reply(429, "Retry-After", "2").
+func reply(code int, headerKV ...string) retryhttptest.Reply {
+	r := retryhttptest.Status(code, headerKV...)
+	r.Body = http.StatusText(code)
+	return r
+}
+
+// scripted returns a Transport over a Script of rs, both on a fresh kit
+// Clock, with noJitter's exact waits unless opts say otherwise.
+func scripted(rs replies, opts ...Option) (*retryhttptest.Clock, *retryhttptest.Script, *Transport) {
+	clk := retryhttptest.NewClock()
+	script := retryhttptest.NewScript(rs...).WithClock(clk)
+	return clk, script, New(script, append([]Option{WithClock(clk), WithBackoff(noJitter)}, opts...)...)
+}
+
+// spy is a base that hands every try to a Script and keeps what the kit's
+// Request does not hold: the *http.Request itself (the caller's own or a
+// clone, its context, its ContentLength). With edit set, it changes the
+// response of a try (counted from 1) before the transport sees it, to give it
+// a body no Reply can have: tracked, endless or stalled.
+type spy struct {
+	script *retryhttptest.Script
+	edit   func(try int, resp *http.Response)
+
+	mu   sync.Mutex
+	reqs []*http.Request
+}
+
+func (s *spy) RoundTrip(r *http.Request) (*http.Response, error) {
+	s.mu.Lock()
+	s.reqs = append(s.reqs, r)
+	try := len(s.reqs)
+	s.mu.Unlock()
+	resp, err := s.script.RoundTrip(r)
+	if resp != nil && s.edit != nil {
+		s.edit(try, resp)
+	}
+	return resp, err
+}
+
+// sent returns every request the spy was given, in order.
+func (s *spy) sent() []*http.Request {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return append([]*http.Request(nil), s.reqs...)
+}
+
+// assertWaits checks a list of waits (clk.Waits(), say), printed as
+// durations, [400ms 800ms], where assert.Equal would print nanoseconds.
+func assertWaits(t *testing.T, want, got []time.Duration, msgAndArgs ...any) {
+	t.Helper()
+	assert.Equal(t, fmt.Sprint(want), fmt.Sprint(got), msgAndArgs...)
+}
+
+// GoString methods, in tests only: testify prints two values that differ
+// with %#v, so these make a failure read "retrying" and "Waited:1.2s", not
+// 0x1 and 1200000000.
+
+// GoString names o, as String does.
+func (o Outcome) GoString() string { return o.String() }
+
+// GoString names c, as String does.
+func (c Class) GoString() string { return c.String() }
+
+// GoString names w, as String does.
+func (w WaitSource) GoString() string { return w.String() }
+
+// GoString prints e's fields with %+v: durations as durations, the Reason
+// by name.
+func (e Error) GoString() string {
+	type fields Error // no methods: no recursion, and not an error
+	return fmt.Sprintf("%+v", fields(e))
+}
+
+// GoString prints a's fields with %+v, as Error's does.
+func (a Attempt) GoString() string {
+	type fields Attempt
+	return fmt.Sprintf("%+v", fields(a))
+}
 
 // roundTripperFunc fakes a base transport for logic tests.
 type roundTripperFunc func(*http.Request) (*http.Response, error)
 
 func (f roundTripperFunc) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }
 
-// epoch is where every fake clock starts: a real-looking date, so that
-// HTTP-dates and context deadlines read naturally in failures.
+// epoch is where every fakeClock starts, and the "now" of the pure parsers'
+// tests: a real-looking date, so that HTTP-dates read naturally in failures.
 var epoch = time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)
 
-// fakeClock is a clock.Mock that reports each wait the transport starts on
-// waits, so a test can advance the clock by exactly that much (and record
-// it) without ever sleeping for real.
+// fakeClock is a clock.Mock that reports each wait the transport starts, for
+// drive. It stays for resend_test.go (drive) and TestCooldownOneProbeFirst (a
+// clock.Mock); other tests use the kit's Clock and a direct RoundTrip.
 type fakeClock struct {
 	*clock.Mock
-	waits   chan time.Duration
-	spend   chan spendReq
-	started atomic.Int32 // waits started so far, counted before they are reported
-}
-
-type spendReq struct {
-	d    time.Duration
-	done chan struct{}
+	waits chan time.Duration
 }
 
 func newFakeClock() *fakeClock {
 	m := clock.NewMock()
 	m.Set(epoch)
-	return &fakeClock{Mock: m, waits: make(chan time.Duration, 64), spend: make(chan spendReq)}
-}
-
-// Spend lets a fake base make a try take d on the clock. The driver does the
-// advancing, since clock.Mock must be advanced from one goroutine at a time;
-// Spend works only while drive or driveWith runs.
-func (c *fakeClock) Spend(d time.Duration) {
-	done := make(chan struct{})
-	c.spend <- spendReq{d: d, done: done}
-	<-done
+	return &fakeClock{Mock: m, waits: make(chan time.Duration, 64)}
 }
 
 // Timer is the only way the transport waits between tries.
 func (c *fakeClock) Timer(d time.Duration) *clock.Timer {
-	c.started.Add(1)
 	t := c.Mock.Timer(d)
 	c.waits <- d
 	return t
@@ -75,13 +150,6 @@ type result struct {
 // real time: nothing here should ever wait for real.
 func drive(t *testing.T, tr http.RoundTripper, clk *fakeClock, req *http.Request) result {
 	t.Helper()
-	return driveWith(t, tr, clk, req, nil)
-}
-
-// driveWith is drive with a hook called at each wait instead of advancing the
-// clock by the whole wait; the hook returns how far to advance.
-func driveWith(t *testing.T, tr http.RoundTripper, clk *fakeClock, req *http.Request, onWait func(d time.Duration) time.Duration) result {
-	t.Helper()
 	done := make(chan result, 1)
 	go func() {
 		resp, err := tr.RoundTrip(req)
@@ -94,16 +162,7 @@ func driveWith(t *testing.T, tr http.RoundTripper, clk *fakeClock, req *http.Req
 		select {
 		case d := <-clk.waits:
 			waits = append(waits, d)
-			advance := d
-			if onWait != nil {
-				advance = onWait(d)
-			}
-			if advance > 0 {
-				clk.Add(advance)
-			}
-		case s := <-clk.spend:
-			clk.Add(s.d)
-			close(s.done)
+			clk.Add(d)
 		case r := <-done:
 			r.waits = waits
 			return r
@@ -130,57 +189,7 @@ func respond(status int, body string, header ...string) *http.Response {
 	}
 }
 
-// script is a fake base that plays back one step per try and records what
-// each try sent.
-type script struct {
-	mu    sync.Mutex
-	steps []func(*http.Request) (*http.Response, error)
-	sent  []sentTry
-}
-
-type sentTry struct {
-	req  *http.Request
-	body []byte
-	ctx  context.Context
-}
-
-func newScript(steps ...func(*http.Request) (*http.Response, error)) *script {
-	return &script{steps: steps}
-}
-
-func (s *script) RoundTrip(r *http.Request) (*http.Response, error) {
-	var body []byte
-	if r.Body != nil {
-		body, _ = io.ReadAll(r.Body)
-		r.Body.Close()
-	}
-	s.mu.Lock()
-	n := len(s.sent)
-	s.sent = append(s.sent, sentTry{req: r, body: body, ctx: r.Context()})
-	s.mu.Unlock()
-	if n >= len(s.steps) {
-		return respond(http.StatusOK, "extra"), nil
-	}
-	return s.steps[n](r)
-}
-
-func (s *script) tries() int {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return len(s.sent)
-}
-
-func status(code int, header ...string) func(*http.Request) (*http.Response, error) {
-	return func(*http.Request) (*http.Response, error) {
-		return respond(code, http.StatusText(code), header...), nil
-	}
-}
-
-func fail(err error) func(*http.Request) (*http.Response, error) {
-	return func(*http.Request) (*http.Response, error) { return nil, err }
-}
-
-// logSink returns a Warn-level logger and what it records.
+// logSink returns a logger and what it records.
 func logSink() (*zap.Logger, *observer.ObservedLogs) {
 	core, logs := observer.New(zapcore.DebugLevel)
 	return zap.New(core), logs
@@ -196,8 +205,6 @@ func newRequest(t *testing.T, ctx context.Context, method, url string, body []by
 		r = bytes.NewReader(body)
 	}
 	req, err := http.NewRequestWithContext(ctx, method, url, r)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	return req
 }

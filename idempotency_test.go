@@ -5,10 +5,12 @@ import (
 	"context"
 	"io"
 	"net/http"
-	"reflect"
 	"regexp"
 	"sync"
 	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 )
 
 // Tests of WithIdempotencyKey (R11).
@@ -35,9 +37,7 @@ func idemSnap(r *http.Request) idemSnapshot {
 
 func (s idemSnapshot) diff(t *testing.T, r *http.Request) {
 	t.Helper()
-	if got := idemSnap(r); !reflect.DeepEqual(got, s) {
-		t.Errorf("caller's request changed:\n got %+v\nwant %+v", got, s)
-	}
+	assert.Equal(t, s, idemSnap(r), "the caller's request, after RoundTrip")
 }
 
 func TestIdempotencyKeyByMethod(t *testing.T) {
@@ -59,43 +59,32 @@ func TestIdempotencyKeyByMethod(t *testing.T) {
 		{"", false}, // net/http reads "" as GET
 	} {
 		t.Run("method "+tc.method, func(t *testing.T) {
-			clk := newFakeClock()
-			body := []byte(`{"model":"m"}`)
-			base := newScript(status(http.StatusServiceUnavailable), status(http.StatusBadGateway), status(http.StatusOK))
-			tr := New(base, WithClock(clk), WithBackoff(noJitter), WithIdempotencyKey())
-			req := newRequest(t, context.Background(), tc.method, "https://api.example.com/v1/chat", body)
+			const body = `{"model":"m"}`
+			_, script, tr := scripted(replies{reply(503), reply(502), reply(200)}, WithIdempotencyKey())
+			req := newRequest(t, context.Background(), tc.method, "https://api.example.com/v1/chat", []byte(body))
 			req.Method = tc.method // NewRequest turns "" into "GET"
 			req.Header.Set("Authorization", "Bearer sk-test")
 			before := idemSnap(req)
 
-			r := drive(t, tr, clk, req)
-			if r.err != nil {
-				t.Fatal(r.err)
-			}
-			r.resp.Body.Close()
+			resp, err := tr.RoundTrip(req)
+			require.NoError(t, err)
+			resp.Body.Close()
 
-			if got := base.tries(); got != 3 {
-				t.Fatalf("tries = %d, want 3", got)
+			reqs := script.Requests()
+			require.Len(t, reqs, 3, "tries")
+			first := reqs[0].Header.Values("Idempotency-Key")
+			if tc.wantKey {
+				require.Len(t, first, 1, "exactly one key")
+				assert.Regexp(t, idemKeyForm, first[0], "32 lowercase hex digits")
 			}
-			first := base.sent[0].req.Header.Values("Idempotency-Key")
-			for i, s := range base.sent {
-				keys := s.req.Header.Values("Idempotency-Key")
-				switch {
-				case !tc.wantKey && len(keys) != 0:
-					t.Errorf("try %d: Idempotency-Key = %q, want none for %q", i+1, keys, tc.method)
-				case tc.wantKey && len(keys) != 1:
-					t.Errorf("try %d: Idempotency-Key = %q, want exactly one", i+1, keys)
-				case tc.wantKey && !idemKeyForm.MatchString(keys[0]):
-					t.Errorf("try %d: Idempotency-Key = %q, want 32 lowercase hex digits", i+1, keys[0])
-				case tc.wantKey && keys[0] != first[0]:
-					t.Errorf("try %d: Idempotency-Key = %q, want %q as on the first try", i+1, keys[0], first[0])
+			for i, r := range reqs {
+				if tc.wantKey {
+					assert.Equal(t, first, r.Header.Values("Idempotency-Key"), "try %d: the first try's key", i+1)
+				} else {
+					assert.Empty(t, r.Header.Values("Idempotency-Key"), "try %d: no key for %q", i+1, tc.method)
 				}
-				if !bytes.Equal(s.body, body) {
-					t.Errorf("try %d: body = %q, want %q", i+1, s.body, body)
-				}
-				if got := s.req.Header.Get("Authorization"); got != "Bearer sk-test" {
-					t.Errorf("try %d: Authorization = %q, want the caller's", i+1, got)
-				}
+				assert.Equal(t, body, string(r.Body), "try %d: body", i+1)
+				assert.Equal(t, "Bearer sk-test", r.Header.Get("Authorization"), "try %d: the caller's Authorization", i+1)
 			}
 			before.diff(t, req)
 		})
@@ -103,64 +92,52 @@ func TestIdempotencyKeyByMethod(t *testing.T) {
 }
 
 func TestIdempotencyKeyCallersOwnKept(t *testing.T) {
-	clk := newFakeClock()
-	base := newScript(status(http.StatusServiceUnavailable), status(http.StatusTooManyRequests), status(http.StatusOK))
-	tr := New(base, WithClock(clk), WithBackoff(noJitter), WithIdempotencyKey())
+	_, script, tr := scripted(replies{reply(503), reply(429), reply(200)}, WithIdempotencyKey())
 	req := newRequest(t, context.Background(), http.MethodPost, "https://api.example.com/v1/chat", []byte("{}"))
 	req.Header.Set("Idempotency-Key", "order-42")
 	before := idemSnap(req)
 
-	r := drive(t, tr, clk, req)
-	if r.err != nil {
-		t.Fatal(r.err)
-	}
-	r.resp.Body.Close()
-	for i, s := range base.sent {
-		if got := s.req.Header.Values("Idempotency-Key"); !reflect.DeepEqual(got, []string{"order-42"}) {
-			t.Errorf("try %d: Idempotency-Key = %q, want [order-42]", i+1, got)
-		}
+	resp, err := tr.RoundTrip(req)
+	require.NoError(t, err)
+	resp.Body.Close()
+	reqs := script.Requests()
+	require.Len(t, reqs, 3, "tries")
+	for i, r := range reqs {
+		assert.Equal(t, []string{"order-42"}, r.Header.Values("Idempotency-Key"), "try %d", i+1)
 	}
 	before.diff(t, req)
 }
 
 func TestIdempotencyKeyOffByDefault(t *testing.T) {
-	clk := newFakeClock()
-	base := newScript(status(http.StatusServiceUnavailable), status(http.StatusOK))
-	tr := New(base, WithClock(clk), WithBackoff(noJitter))
-	req := newRequest(t, context.Background(), http.MethodPost, "https://api.example.com/v1/chat", []byte("{}"))
-	r := drive(t, tr, clk, req)
-	if r.err != nil {
-		t.Fatal(r.err)
-	}
-	r.resp.Body.Close()
-	for i, s := range base.sent {
-		if got := s.req.Header.Values("Idempotency-Key"); len(got) != 0 {
-			t.Errorf("try %d: Idempotency-Key = %q without WithIdempotencyKey, want none", i+1, got)
-		}
+	_, script, tr := scripted(replies{reply(503), reply(200)})
+	resp, err := tr.RoundTrip(newRequest(t, context.Background(), http.MethodPost, "https://api.example.com/v1/chat", []byte("{}")))
+	require.NoError(t, err)
+	resp.Body.Close()
+	reqs := script.Requests()
+	require.Len(t, reqs, 2, "tries")
+	for i, r := range reqs {
+		assert.Empty(t, r.Header.Values("Idempotency-Key"), "try %d, without WithIdempotencyKey", i+1)
 	}
 }
 
 // A request made without a Header map still gets its key, and keeps no map.
 func TestIdempotencyKeyNilHeader(t *testing.T) {
-	base := newScript(status(http.StatusOK))
-	tr := New(base, WithClock(newFakeClock()), WithIdempotencyKey())
+	_, script, tr := scripted(replies{reply(200)}, WithIdempotencyKey())
 	req := newRequest(t, context.Background(), http.MethodPost, "https://api.example.com/v1/chat", nil)
 	req.Header = nil
 	resp, err := tr.RoundTrip(req)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	resp.Body.Close()
-	if got := base.sent[0].req.Header.Get("Idempotency-Key"); !idemKeyForm.MatchString(got) {
-		t.Errorf("Idempotency-Key = %q, want 32 lowercase hex digits", got)
-	}
-	if req.Header != nil {
-		t.Errorf("caller's Header = %v, want it left nil", req.Header)
-	}
+	reqs := script.Requests()
+	require.Len(t, reqs, 1, "tries")
+	assert.Regexp(t, idemKeyForm, reqs[0].Header.Get("Idempotency-Key"), "32 lowercase hex digits")
+	assert.Nil(t, req.Header, "the caller's Header, left nil")
 }
 
 // Many calls at once through one Transport: each call keeps one key on every
-// try, and no two calls share a key.
+// try, and no two calls share a key. (A Script answers tries in the order
+// they come, whatever the call: each call's three tries need a base of their
+// own.)
 func TestIdempotencyKeyPerCallConcurrent(t *testing.T) {
 	const goroutines, calls = 16, 8
 	var (
@@ -179,11 +156,10 @@ func TestIdempotencyKeyPerCallConcurrent(t *testing.T) {
 		}
 		return respond(http.StatusOK, "ok"), nil
 	})
-	// Zero waits: the transport starts no timer, so no clock needs driving.
-	tr := New(base, WithClock(newFakeClock()), WithBackoff(Backoff{}), WithIdempotencyKey())
+	// Zero waits: the transport starts no timer.
+	tr := New(base, WithBackoff(Backoff{}), WithIdempotencyKey())
 
 	var wg sync.WaitGroup
-	errs := make(chan error, goroutines*calls)
 	for g := range goroutines {
 		wg.Add(1)
 		go func() {
@@ -191,43 +167,27 @@ func TestIdempotencyKeyPerCallConcurrent(t *testing.T) {
 			for i := range calls {
 				id := []byte{byte('a' + g), byte('a' + i)}
 				req, err := http.NewRequest(http.MethodPost, "https://api.example.com/v1/chat", bytes.NewReader(id))
-				if err != nil {
-					errs <- err
+				if !assert.NoError(t, err) {
 					return
 				}
-				resp, err := tr.RoundTrip(req)
-				if err != nil {
-					errs <- err
-					continue
+				if resp, err := tr.RoundTrip(req); assert.NoError(t, err, "RoundTrip") {
+					resp.Body.Close()
 				}
-				resp.Body.Close()
 			}
 		}()
 	}
 	wg.Wait()
-	close(errs)
-	for err := range errs {
-		t.Errorf("RoundTrip: %v", err)
-	}
 
-	seen := map[string]string{}
+	assert.Len(t, byCall, goroutines*calls, "calls seen")
+	seen := map[string]string{} // key -> call
 	for id, keys := range byCall {
-		if len(keys) != 3 {
-			t.Errorf("call %q: %d tries, want 3", id, len(keys))
+		if !assert.Len(t, keys, 3, "call %q: tries", id) {
 			continue
 		}
-		for i, k := range keys {
-			if k != keys[0] || !idemKeyForm.MatchString(k) {
-				t.Errorf("call %q try %d: key %q, want %q (32 hex) as on its first try", id, i+1, k, keys[0])
-			}
-		}
-		if other, dup := seen[keys[0]]; dup {
-			t.Errorf("calls %q and %q share the key %q", other, id, keys[0])
-		}
+		assert.Regexp(t, idemKeyForm, keys[0], "call %q", id)
+		assert.Equal(t, []string{keys[0], keys[0], keys[0]}, keys, "call %q: its first try's key on every try", id)
+		assert.NotContains(t, seen, keys[0], "call %q shares its key with call %q", id, seen[keys[0]])
 		seen[keys[0]] = id
-	}
-	if len(byCall) != goroutines*calls {
-		t.Errorf("calls seen = %d, want %d", len(byCall), goroutines*calls)
 	}
 }
 
@@ -246,18 +206,14 @@ func TestIdempotencyKeyCallersOwnKeyAnySpelling(t *testing.T) {
 		got = append(got, r.Header.Values("Idempotency-Key"))
 		mu.Unlock()
 	})
-	tr := New(faultBase(t), WithClock(newFakeClock()), WithIdempotencyKey())
+	tr := New(faultBase(t), WithIdempotencyKey())
 	req := newRequest(t, context.Background(), http.MethodPost, srv.URL, []byte("{}"))
 	req.Header["idempotency-key"] = []string{"order-42"} // not canonical: sent as it is
 	resp, err := tr.RoundTrip(req)
-	if err != nil {
-		t.Fatal(err)
-	}
+	require.NoError(t, err)
 	resp.Body.Close()
 	tr.CloseIdleConnections()
 	mu.Lock()
 	defer mu.Unlock()
-	if len(got) != 1 || !reflect.DeepEqual(got[0], []string{"order-42"}) {
-		t.Errorf("server saw Idempotency-Key %q, want only the caller's [order-42]", got)
-	}
+	assert.Equal(t, [][]string{{"order-42"}}, got, "the server saw only the caller's key")
 }

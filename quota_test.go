@@ -2,13 +2,16 @@ package retryhttp
 
 import (
 	"context"
-	"errors"
 	"io"
 	"math"
 	"net/http"
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/retryhttp/retryhttp/retryhttptest"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 )
 
 // Tests of Quota (R12): a token bucket shared across requests that keeps
@@ -97,15 +100,10 @@ func TestQuotaAccounting(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			q := NewQuota(tc.max, tc.ratio)
-			if q.left() != tc.wantStart {
-				t.Fatalf("NewQuota(%v, %v) starts with %v tokens, want %v", tc.max, tc.ratio, q.left(), tc.wantStart)
-			}
+			require.Equal(t, tc.wantStart, q.left(), "NewQuota(%v, %v): tokens at the start", tc.max, tc.ratio)
 			for i, s := range tc.steps {
-				retry := q.record(s.class)
-				if retry != s.wantRetry || q.left() != s.wantTokens {
-					t.Errorf("step %d, a %v try: retry %v with %v tokens, want %v with %v",
-						i+1, s.class, retry, q.left(), s.wantRetry, s.wantTokens)
-				}
+				assert.Equal(t, s.wantRetry, q.record(s.class), "step %d, a %v try: retry", i+1, s.class)
+				assert.Equal(t, s.wantTokens, q.left(), "step %d, a %v try: tokens", i+1, s.class)
 			}
 		})
 	}
@@ -115,149 +113,91 @@ func TestQuotaAccounting(t *testing.T) {
 func qtRefusing() *Quota { return NewQuota(0, 0.1) }
 
 func TestQuotaRefusalHandsBackLastResponse(t *testing.T) {
-	clk := newFakeClock()
-	base := newScript(status(http.StatusServiceUnavailable, "Retry-After", "1"), status(http.StatusOK))
 	var seen ttAttempts
 	log, logs := logSink()
-	tr := New(base, WithClock(clk), WithQuota(qtRefusing()), WithObserver(seen.observe), WithLogger(log))
-	req := newRequest(t, context.Background(), http.MethodGet, "https://api.example.com/v1/models", nil)
+	clk, script, tr := scripted(replies{reply(http.StatusServiceUnavailable, "Retry-After", "1"), reply(http.StatusOK)},
+		WithQuota(qtRefusing()), WithObserver(seen.observe), WithLogger(log))
 
-	r := drive(t, tr, clk, req)
-	if r.err != nil {
-		t.Fatalf("RoundTrip error = %v, want the 503 handed back", r.err)
-	}
-	defer r.resp.Body.Close()
-	if r.resp.StatusCode != http.StatusServiceUnavailable {
-		t.Errorf("status = %d, want 503", r.resp.StatusCode)
-	}
-	if body, _ := io.ReadAll(r.resp.Body); string(body) != "Service Unavailable" {
-		t.Errorf("body = %q, want the 503's body unread", body)
-	}
-	if got := base.tries(); got != 1 {
-		t.Errorf("tries = %d, want 1", got)
-	}
-	if len(r.waits) != 0 {
-		t.Errorf("waits = %v, want none", r.waits)
-	}
+	resp, err := tr.RoundTrip(newRequest(t, context.Background(), http.MethodGet, "https://api.example.com/v1/models", nil))
+	require.NoError(t, err, "the 503, handed back")
+	defer resp.Body.Close()
+	assert.Equal(t, http.StatusServiceUnavailable, resp.StatusCode)
+	body, _ := io.ReadAll(resp.Body)
+	assert.Equal(t, "Service Unavailable", string(body), "the 503's body, unread")
+	assert.Equal(t, 1, script.Len(), "tries")
+	assert.Empty(t, clk.Waits())
 	attempts := seen.list()
-	if len(attempts) != 1 || attempts[0].Outcome != NoQuota || attempts[0].Class != Transient || attempts[0].Wait != 0 {
-		t.Errorf("attempts = %+v, want one Transient try with Outcome no_quota and Wait 0", attempts)
-	}
+	require.Len(t, attempts, 1)
+	assert.Equal(t, NoQuota, attempts[0].Outcome)
+	assert.Equal(t, Transient, attempts[0].Class)
+	assert.Zero(t, attempts[0].Wait)
 	giveUps := logs.FilterMessage(msgGivingUp).All()
-	if len(giveUps) != 1 || giveUps[0].ContextMap()["reason"] != "no_quota" {
-		t.Errorf("give-up entries = %v, want one with reason no_quota", giveUps)
-	}
+	require.Len(t, giveUps, 1, "give-up entries")
+	assert.Equal(t, "no_quota", giveUps[0].ContextMap()["reason"])
 }
 
 func TestQuotaRefusalWrapsTransportError(t *testing.T) {
-	clk := newFakeClock()
-	base := newScript(fail(syscall.ECONNRESET), status(http.StatusOK))
-	tr := New(base, WithClock(clk), WithQuota(qtRefusing()))
-	req := newRequest(t, context.Background(), http.MethodGet, "https://api.example.com/v1/models", nil)
-
-	r := drive(t, tr, clk, req)
+	_, _, tr := scripted(replies{retryhttptest.Fail(syscall.ECONNRESET), reply(http.StatusOK)}, WithQuota(qtRefusing()))
+	resp, err := tr.RoundTrip(newRequest(t, context.Background(), http.MethodGet, "https://api.example.com/v1/models", nil))
+	require.Nil(t, resp)
 	var e *Error
-	if r.resp != nil || !errors.As(r.err, &e) {
-		t.Fatalf("RoundTrip = %v, %v; want nil, *Error", r.resp, r.err)
-	}
-	if e.Reason != NoQuota || e.Tries != 1 || e.Status != 0 || e.Waited != 0 {
-		t.Errorf("Error = %+v, want Reason no_quota, Tries 1, Status 0, Waited 0", e)
-	}
-	if !errors.Is(r.err, syscall.ECONNRESET) {
-		t.Errorf("errors.Is(%v, ECONNRESET) = false, want true", r.err)
-	}
+	require.ErrorAs(t, err, &e)
+	assert.Equal(t, Error{Tries: 1, Reason: NoQuota, Err: e.Err}, *e)
+	assert.ErrorIs(t, err, syscall.ECONNRESET)
 }
 
 // R8 still applies: a request with a Budget that is refused after a 429
 // fails fast with ErrRateLimited, and the response is closed.
 func TestQuotaRefusalWithBudgetIsRateLimited(t *testing.T) {
-	clk := newFakeClock()
-	body := &ttClosed{Reader: nopReader{}}
-	base := roundTripperFunc(func(*http.Request) (*http.Response, error) {
-		resp := respond(http.StatusTooManyRequests, "", "Retry-After", "2")
+	var body *ttClosed
+	base := &spy{script: retryhttptest.NewScript(reply(http.StatusTooManyRequests, "Retry-After", "2")), edit: func(_ int, resp *http.Response) {
+		body = &ttClosed{Reader: resp.Body}
 		resp.Body = body
-		return resp, nil
-	})
-	tr := New(base, WithClock(clk), WithQuota(qtRefusing()))
+	}}
+	tr := New(base, WithClock(retryhttptest.NewClock()), WithQuota(qtRefusing()))
 	ctx := WithBudget(context.Background(), NewBudget(PublicTierMaxWait))
-	req := newRequest(t, ctx, http.MethodGet, "https://api.example.com/v1/models", nil)
 
-	r := drive(t, tr, clk, req)
+	resp, err := tr.RoundTrip(newRequest(t, ctx, http.MethodGet, "https://api.example.com/v1/models", nil))
+	require.Nil(t, resp)
 	var e *Error
-	if r.resp != nil || !errors.As(r.err, &e) {
-		t.Fatalf("RoundTrip = %v, %v; want nil, *Error", r.resp, r.err)
-	}
-	if !errors.Is(r.err, ErrRateLimited) || e.Reason != NoQuota || e.Status != 429 || e.RetryAfter != 2*time.Second {
-		t.Errorf("Error = %+v, want ErrRateLimited, Reason no_quota, Status 429, RetryAfter 2s", e)
-	}
-	if !body.isClosed() {
-		t.Error("the 429's body was not closed")
-	}
+	require.ErrorAs(t, err, &e)
+	assert.ErrorIs(t, err, ErrRateLimited)
+	assert.Equal(t, Error{Tries: 1, Status: 429, RetryAfter: 2 * time.Second, Reason: NoQuota, Err: ErrRateLimited}, *e)
+	require.NotNil(t, body)
+	assert.True(t, body.isClosed(), "the 429's body is closed")
 }
-
-type nopReader struct{}
-
-func (nopReader) Read([]byte) (int, error) { return 0, io.EOF }
 
 // Through the transport: a retry is allowed while the bucket stays above
 // half after the failed try's token is taken.
 func TestQuotaRefusesMidCall(t *testing.T) {
-	clk := newFakeClock()
-	q := NewQuota(4, 0.5)
-	base := newScript(status(http.StatusBadGateway), status(http.StatusBadGateway), status(http.StatusOK))
 	var seen ttAttempts
-	tr := New(base, WithClock(clk), WithBackoff(noJitter), WithQuota(q), WithObserver(seen.observe))
-	req := newRequest(t, context.Background(), http.MethodGet, "https://api.example.com/v1/models", nil)
-
-	r := drive(t, tr, clk, req)
-	if r.err != nil {
-		t.Fatal(r.err)
-	}
-	r.resp.Body.Close()
-	if r.resp.StatusCode != http.StatusBadGateway {
-		t.Errorf("status = %d, want the second 502 handed back", r.resp.StatusCode)
-	}
+	_, _, tr := scripted(replies{reply(http.StatusBadGateway), reply(http.StatusBadGateway), reply(http.StatusOK)},
+		WithQuota(NewQuota(4, 0.5)), WithObserver(seen.observe))
+	resp, err := tr.RoundTrip(newRequest(t, context.Background(), http.MethodGet, "https://api.example.com/v1/models", nil))
+	require.NoError(t, err)
+	resp.Body.Close()
+	assert.Equal(t, http.StatusBadGateway, resp.StatusCode, "the second 502, handed back")
 	var got []Outcome
 	for _, a := range seen.list() {
 		got = append(got, a.Outcome)
 	}
-	if want := []Outcome{Retrying, NoQuota}; !equalOutcomes(got, want) {
-		t.Errorf("outcomes = %v, want %v (4 -> 3 tokens: retry; 3 -> 2: refused)", got, want)
-	}
-}
-
-func equalOutcomes(a, b []Outcome) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for i := range a {
-		if a[i] != b[i] {
-			return false
-		}
-	}
-	return true
+	assert.Equal(t, []Outcome{Retrying, NoQuota}, got, "4 -> 3 tokens: retry; 3 -> 2: refused")
 }
 
 // One Quota given to two Transports is one bucket.
 func TestQuotaSharedAcrossTransports(t *testing.T) {
-	clk := newFakeClock()
 	q := NewQuota(2, 0.1)
-	down := roundTripperFunc(func(*http.Request) (*http.Response, error) {
-		return respond(http.StatusServiceUnavailable, "down"), nil
-	})
-	a := New(down, WithClock(clk), WithBackoff(Backoff{}), WithQuota(q))
-	b := New(newScript(status(http.StatusServiceUnavailable), status(http.StatusOK)), WithClock(clk), WithBackoff(Backoff{}), WithQuota(q))
+	get := func(url string) *http.Request { return newRequest(t, context.Background(), http.MethodGet, url, nil) }
+	a := New(retryhttptest.NewScript(reply(http.StatusServiceUnavailable)), WithBackoff(Backoff{}), WithQuota(q))
+	b := New(retryhttptest.NewScript(reply(http.StatusServiceUnavailable), reply(http.StatusOK)), WithBackoff(Backoff{}), WithQuota(q))
 
-	r := drive(t, a, clk, newRequest(t, context.Background(), http.MethodGet, "https://a.example.com/", nil))
-	r.resp.Body.Close()
-	r = drive(t, b, clk, newRequest(t, context.Background(), http.MethodGet, "https://b.example.com/", nil))
-	if r.err != nil {
-		t.Fatal(r.err)
-	}
-	r.resp.Body.Close()
-	if r.resp.StatusCode != http.StatusServiceUnavailable {
-		t.Errorf("second Transport: status %d, want 503: the bucket the first drained is refusing", r.resp.StatusCode)
-	}
+	resp, err := a.RoundTrip(get("https://a.example.com/"))
+	require.NoError(t, err)
+	resp.Body.Close()
+	resp, err = b.RoundTrip(get("https://b.example.com/"))
+	require.NoError(t, err)
+	resp.Body.Close()
+	assert.Equal(t, http.StatusServiceUnavailable, resp.StatusCode, "the second Transport: the bucket the first drained refuses")
 }
 
 // The outage demonstration: 100 calls against a provider that answers only
@@ -276,7 +216,6 @@ func TestQuotaOutage(t *testing.T) {
 		{"NewQuota(10, 0.1)", NewQuota(10, 0.1), 1.0, 1.2},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			clk := newFakeClock()
 			var (
 				down  = true
 				tries int
@@ -290,45 +229,42 @@ func TestQuotaOutage(t *testing.T) {
 				}
 				return respond(http.StatusOK, "ok"), nil
 			})
-			tr := New(base, WithClock(clk), WithBackoff(Backoff{}), WithQuota(tc.quota))
+			// Zero waits: the transport starts no timer.
+			tr := New(base, WithBackoff(Backoff{}), WithQuota(tc.quota))
 			call := func() (status, sent int) {
 				t.Helper()
 				before := tries
-				r := drive(t, tr, clk, newRequest(t, context.Background(), http.MethodGet, "https://api.example.com/v1/chat", nil))
-				if r.err != nil {
-					t.Fatalf("RoundTrip error = %v, want a response", r.err)
-				}
-				io.Copy(io.Discard, r.resp.Body)
-				r.resp.Body.Close()
-				return r.resp.StatusCode, tries - before // drive returned: the base is done
+				resp, err := tr.RoundTrip(newRequest(t, context.Background(), http.MethodGet, "https://api.example.com/v1/chat", nil))
+				require.NoError(t, err, "a response")
+				io.Copy(io.Discard, resp.Body)
+				resp.Body.Close()
+				return resp.StatusCode, tries - before
 			}
 
 			for range calls {
 				call()
 			}
 			perCall := float64(tries) / calls
-			if perCall < tc.wantMin || perCall > tc.wantMax {
-				t.Errorf("during the outage: %.2f tries per call, want within [%.1f, %.1f]", perCall, tc.wantMin, tc.wantMax)
-			}
+			assert.GreaterOrEqual(t, perCall, tc.wantMin, "tries per call during the outage")
+			assert.LessOrEqual(t, perCall, tc.wantMax, "tries per call during the outage")
 			t.Logf("during the outage: %d tries for %d calls (%.2f per call)", tries, calls, perCall)
 
 			// Recovery: the provider is up but fails a call's first try.
 			down = false
 			fails = 1
 			gotStatus, gotTries := call()
-			if tc.quota != nil && (gotStatus != http.StatusServiceUnavailable || gotTries != 1) {
-				t.Errorf("right after the outage: status %d in %d tries, want 503 in 1: the bucket is empty", gotStatus, gotTries)
+			if tc.quota != nil {
+				assert.Equal(t, http.StatusServiceUnavailable, gotStatus, "right after the outage: the bucket is empty")
+				assert.Equal(t, 1, gotTries, "right after the outage: the bucket is empty")
 			}
 			for range calls {
-				if s, _ := call(); s != http.StatusOK {
-					t.Fatalf("provider up: status %d, want 200", s)
-				}
+				s, _ := call()
+				require.Equal(t, http.StatusOK, s, "provider up")
 			}
 			fails = 1
 			gotStatus, gotTries = call()
-			if gotStatus != http.StatusOK || gotTries != 2 {
-				t.Errorf("after %d successes: status %d in %d tries, want 200 in 2: successes refill the bucket", calls, gotStatus, gotTries)
-			}
+			assert.Equal(t, http.StatusOK, gotStatus, "after %d successes: successes refill the bucket", calls)
+			assert.Equal(t, 2, gotTries, "after %d successes: successes refill the bucket", calls)
 		})
 	}
 }

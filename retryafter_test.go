@@ -4,6 +4,8 @@ import (
 	"net/http"
 	"testing"
 	"time"
+
+	"github.com/stretchr/testify/assert"
 )
 
 func TestParseRetryAfter(t *testing.T) {
@@ -64,15 +66,14 @@ func TestParseRetryAfter(t *testing.T) {
 				h.Add(tt.header[i], tt.header[i+1])
 			}
 			got, ok := ParseRetryAfter(h, now)
-			if got != tt.want || ok != tt.wantOK {
-				t.Errorf("ParseRetryAfter(%q) = %v, %v; want %v, %v", tt.header, got, ok, tt.want, tt.wantOK)
-			}
+			assert.Equal(t, tt.want, got, "ParseRetryAfter(%q)", tt.header)
+			assert.Equal(t, tt.wantOK, ok, "ParseRetryAfter(%q): ok", tt.header)
 		})
 	}
 }
 
 func TestParseRetryAfterNilHeader(t *testing.T) {
-	if got, ok := ParseRetryAfter(nil, epoch); got != 0 || ok {
-		t.Errorf("ParseRetryAfter(nil) = %v, %v; want 0, false", got, ok)
-	}
+	got, ok := ParseRetryAfter(nil, epoch)
+	assert.Zero(t, got)
+	assert.False(t, ok)
 }

@@ -8,11 +8,13 @@ import (
 	"io"
 	"net/http"
 	"net/url"
-	"strings"
 	"syscall"
 	"testing"
 	"time"
 
+	"github.com/retryhttp/retryhttp/retryhttptest"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
 	"go.uber.org/zap/zaptest/observer"
@@ -45,9 +47,7 @@ var secForbidden = []string{
 func secCheck(t *testing.T, where, text string) {
 	t.Helper()
 	for _, s := range secForbidden {
-		if strings.Contains(text, s) {
-			t.Errorf("%s holds %q:\n%s", where, s, text)
-		}
+		assert.NotContains(t, text, s, "%s holds %q", where, s)
 	}
 }
 
@@ -59,9 +59,7 @@ func secLogs(t *testing.T, logs *observer.ObservedLogs) []string {
 	var out []string
 	for _, e := range logs.All() {
 		buf, err := enc.EncodeEntry(e.Entry, e.Context)
-		if err != nil {
-			t.Fatalf("encoding a log entry: %v", err)
-		}
+		require.NoError(t, err, "encoding a log entry")
 		out = append(out, buf.String())
 		buf.Free()
 	}
@@ -102,14 +100,17 @@ func (e *secVerbose) Format(s fmt.State, verb rune) {
 }
 func (e *secVerbose) Unwrap() error { return syscall.ECONNRESET }
 
+// TestSecretsNeverWritten: every try of a call gets the same answer from a
+// base that echoes what it was sent (which a Script cannot do) into its
+// errors.
 func TestSecretsNeverWritten(t *testing.T) {
-	type step = func(clk *fakeClock, r *http.Request) (*http.Response, error)
+	type step = func(clk *retryhttptest.Clock, r *http.Request) (*http.Response, error)
 	resp := func(code int) step {
-		return func(*fakeClock, *http.Request) (*http.Response, error) {
+		return func(*retryhttptest.Clock, *http.Request) (*http.Response, error) {
 			return respond(code, secRespBody, "Set-Cookie", secCookie, "X-Request-Echo", secAuth), nil
 		}
 	}
-	full := func(_ *fakeClock, r *http.Request) (*http.Response, error) {
+	full := func(_ *retryhttptest.Clock, r *http.Request) (*http.Response, error) {
 		return secURLError("", syscall.ECONNRESET)(r)
 	}
 	for _, tc := range []struct {
@@ -123,36 +124,35 @@ func TestSecretsNeverWritten(t *testing.T) {
 		{name: "503 with secrets in body and headers", step: resp(503)},
 		{name: "*url.Error with the full URL", step: full, wantIs: syscall.ECONNRESET},
 		{name: "*url.Error with the URL's Redacted form", wantIs: syscall.ECONNRESET,
-			step: func(_ *fakeClock, r *http.Request) (*http.Response, error) {
+			step: func(_ *retryhttptest.Clock, r *http.Request) (*http.Response, error) {
 				return secURLError(r.URL.Redacted(), syscall.ECONNRESET)(r)
 			}},
 		{name: "error echoing the credential headers", wantIs: syscall.ECONNRESET,
-			step: func(_ *fakeClock, r *http.Request) (*http.Response, error) {
+			step: func(_ *retryhttptest.Clock, r *http.Request) (*http.Response, error) {
 				return nil, fmt.Errorf("proxy refused %q and %q: %w", r.Header.Get("Authorization"), r.Header.Get("X-Api-Key"), syscall.ECONNRESET)
 			}},
 		{name: "joined errors, each with the URL", wantIs: syscall.ECONNRESET,
-			step: func(clk *fakeClock, r *http.Request) (*http.Response, error) {
+			step: func(clk *retryhttptest.Clock, r *http.Request) (*http.Response, error) {
 				_, e1 := full(clk, r)
 				return nil, errors.Join(e1, fmt.Errorf("retrying %s", r.URL))
 			}},
 		{name: "error whose %+v holds the URL", wantIs: syscall.ECONNRESET,
-			step: func(_ *fakeClock, r *http.Request) (*http.Response, error) {
+			step: func(_ *retryhttptest.Clock, r *http.Request) (*http.Response, error) {
 				return nil, &secVerbose{detail: "POST " + r.URL.String()}
 			}},
 		{name: "429 with a Budget: rate limited", step: resp(429), budget: true, wantIs: ErrRateLimited},
 		{name: "caller cancels during the wait", step: full, cancel: true, wantIs: context.Canceled},
 		{name: "per-try timeout", opts: []Option{WithTryTimeout(time.Second)},
-			step: func(clk *fakeClock, r *http.Request) (*http.Response, error) {
-				clk.Add(time.Second) // the headers never come
+			step: func(clk *retryhttptest.Clock, r *http.Request) (*http.Response, error) {
+				clk.Add(time.Second) // the headers never come: the try timeout fires
 				<-r.Context().Done()
 				return secURLError("", r.Context().Err())(r)
 			}},
 		{name: "quota refuses", step: full, opts: []Option{WithQuota(NewQuota(0, 0))}, wantIs: syscall.ECONNRESET},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			clk := newFakeClock()
-			step := func(r *http.Request) (*http.Response, error) { return tc.step(clk, r) }
-			base := newScript(step, step, step)
+			clk := retryhttptest.NewClock()
+			base := roundTripperFunc(func(r *http.Request) (*http.Response, error) { return tc.step(clk, r) })
 			log, logs := logSink()
 			var seen ttAttempts
 			tr := New(base, append([]Option{WithClock(clk), WithBackoff(noJitter), WithLogger(log), WithObserver(seen.observe)}, tc.opts...)...)
@@ -161,46 +161,35 @@ func TestSecretsNeverWritten(t *testing.T) {
 			if tc.budget {
 				ctx = WithBudget(ctx, NewBudget(PublicTierMaxWait))
 			}
-			r := driveWith(t, tr, clk, secRequest(t, ctx), func(d time.Duration) time.Duration {
-				if tc.cancel {
-					cancel()
-					return 0
-				}
-				return d
-			})
-			if r.resp != nil {
-				r.resp.Body.Close()
+			if tc.cancel {
+				clk.AfterFunc(time.Millisecond, cancel) // a millisecond into the first wait
+			}
+			resp, err := tr.RoundTrip(secRequest(t, ctx))
+			if resp != nil {
+				resp.Body.Close()
 			}
 
 			entries := secLogs(t, logs)
-			if len(entries) == 0 {
-				t.Fatal("nothing was logged; want at least a give-up entry")
-			}
+			require.NotEmpty(t, entries, "log entries: at least a give-up")
 			for i, e := range entries {
 				secCheck(t, fmt.Sprintf("log entry %d", i+1), e)
-				if !strings.Contains(e, `"url":"`+secSafeURL+`"`) {
-					t.Errorf("log entry %d: url field is not %q:\n%s", i+1, secSafeURL, e)
-				}
+				assert.Contains(t, e, `"url":"`+secSafeURL+`"`, "log entry %d: the url field", i+1)
 			}
 			attempts := seen.list()
-			if len(attempts) == 0 {
-				t.Fatal("the observer saw no attempt")
-			}
+			require.NotEmpty(t, attempts, "the observer's attempts")
 			for _, a := range attempts {
 				where := fmt.Sprintf("Attempt %d", a.Try)
-				if a.URL != secSafeURL {
-					t.Errorf("%s: URL = %q, want %q", where, a.URL, secSafeURL)
-				}
+				assert.Equal(t, secSafeURL, a.URL, where)
 				secCheck(t, where+" Method", a.Method)
 				if a.Err != nil {
 					secCheck(t, where+" Err", a.Err.Error())
 				}
 			}
-			if r.err != nil {
-				secCheck(t, "RoundTrip's error", r.err.Error())
+			if err != nil {
+				secCheck(t, "RoundTrip's error", err.Error())
 			}
-			if tc.wantIs != nil && !errors.Is(r.err, tc.wantIs) {
-				t.Errorf("errors.Is(%v, %v) = false, want true: scrubbing must keep the chain", r.err, tc.wantIs)
+			if tc.wantIs != nil {
+				assert.ErrorIs(t, err, tc.wantIs, "scrubbing must keep the chain")
 			}
 		})
 	}
@@ -210,9 +199,7 @@ func TestSecretsNeverWritten(t *testing.T) {
 func TestSecretsBaseErrorHoldsThem(t *testing.T) {
 	_, err := secURLError("", syscall.ECONNRESET)(secRequest(t, context.Background()))
 	for _, s := range []string{"alice", "s3cret", "AIzaSECRET"} {
-		if !strings.Contains(err.Error(), s) {
-			t.Errorf("base error %q lacks %q: the secrets test would prove nothing", err, s)
-		}
+		assert.Contains(t, err.Error(), s, "the base's error lacks it: the secrets test would prove nothing")
 	}
 }
 
@@ -223,40 +210,39 @@ func TestSecretsBaseErrorHoldsThem(t *testing.T) {
 func TestSecretsPermanentError(t *testing.T) {
 	tlsErr := secURLError("", x509.UnknownAuthorityError{})
 	t.Run("first try: unchanged", func(t *testing.T) {
-		clk := newFakeClock()
-		base := newScript(tlsErr)
 		log, logs := logSink()
 		var seen ttAttempts
-		tr := New(base, WithClock(clk), WithLogger(log), WithObserver(seen.observe))
-		r := drive(t, tr, clk, secRequest(t, context.Background()))
+		tr := New(roundTripperFunc(tlsErr), WithLogger(log), WithObserver(seen.observe))
+		resp, err := tr.RoundTrip(secRequest(t, context.Background()))
+		require.Nil(t, resp)
 		var ue *url.Error
-		if !errors.As(r.err, &ue) || r.err != error(ue) {
-			t.Fatalf("RoundTrip error = %#v, want the base's *url.Error itself", r.err)
-		}
+		require.ErrorAs(t, err, &ue)
+		assert.Same(t, ue, err, "the base's *url.Error itself")
 		for i, e := range secLogs(t, logs) {
 			secCheck(t, fmt.Sprintf("log entry %d", i+1), e)
 		}
-		for _, a := range seen.list() {
-			secCheck(t, "Attempt Err", a.Err.Error())
-			if !errors.As(a.Err, new(x509.UnknownAuthorityError)) {
-				t.Errorf("Attempt Err %v no longer unwraps to the certificate error", a.Err)
-			}
-		}
+		attempts := seen.list()
+		require.Len(t, attempts, 1)
+		secCheck(t, "Attempt Err", attempts[0].Err.Error())
+		assert.ErrorAs(t, attempts[0].Err, new(x509.UnknownAuthorityError), "the Attempt's Err still unwraps to the certificate error")
 	})
 	t.Run("later try: scrubbed inside *Error", func(t *testing.T) {
-		clk := newFakeClock()
-		base := newScript(secURLError("", syscall.ECONNRESET), tlsErr)
+		tries := 0
+		base := roundTripperFunc(func(r *http.Request) (*http.Response, error) {
+			if tries++; tries == 1 {
+				return secURLError("", syscall.ECONNRESET)(r)
+			}
+			return tlsErr(r)
+		})
 		log, logs := logSink()
-		tr := New(base, WithClock(clk), WithBackoff(noJitter), WithLogger(log))
-		r := drive(t, tr, clk, secRequest(t, context.Background()))
+		tr := New(base, WithClock(retryhttptest.NewClock()), WithBackoff(noJitter), WithLogger(log))
+		_, err := tr.RoundTrip(secRequest(t, context.Background()))
 		var e *Error
-		if !errors.As(r.err, &e) || e.Reason != Done || e.Tries != 2 {
-			t.Fatalf("RoundTrip error = %v, want an *Error with Reason done after 2 tries", r.err)
-		}
-		secCheck(t, "RoundTrip's error", r.err.Error())
-		if !errors.As(r.err, new(x509.UnknownAuthorityError)) {
-			t.Errorf("error %v no longer unwraps to the certificate error", r.err)
-		}
+		require.ErrorAs(t, err, &e)
+		assert.Equal(t, Done, e.Reason)
+		assert.Equal(t, 2, e.Tries)
+		secCheck(t, "RoundTrip's error", err.Error())
+		assert.ErrorAs(t, err, new(x509.UnknownAuthorityError), "it still unwraps to the certificate error")
 		for i, e := range secLogs(t, logs) {
 			secCheck(t, fmt.Sprintf("log entry %d", i+1), e)
 		}
@@ -283,20 +269,15 @@ func TestSecretsInOtherSpellings(t *testing.T) {
 			}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			clk := newFakeClock()
-			step := func(r *http.Request) (*http.Response, error) {
+			base := roundTripperFunc(func(r *http.Request) (*http.Response, error) {
 				return nil, fmt.Errorf("%s: %w", tc.errText(r), syscall.ECONNRESET)
-			}
-			base := newScript(step, step, step)
+			})
 			log, logs := logSink()
 			var seen ttAttempts
-			tr := New(base, WithClock(clk), WithBackoff(noJitter), WithLogger(log), WithObserver(seen.observe))
-			req := newRequest(t, context.Background(), http.MethodPost, tc.url, []byte(secReqBody))
-			r := drive(t, tr, clk, req)
-			if r.err == nil {
-				t.Fatal("RoundTrip succeeded, want an error")
-			}
-			secCheck(t, "RoundTrip's error", r.err.Error())
+			tr := New(base, WithClock(retryhttptest.NewClock()), WithBackoff(noJitter), WithLogger(log), WithObserver(seen.observe))
+			_, err := tr.RoundTrip(newRequest(t, context.Background(), http.MethodPost, tc.url, []byte(secReqBody)))
+			require.Error(t, err)
+			secCheck(t, "RoundTrip's error", err.Error())
 			for i, e := range secLogs(t, logs) {
 				secCheck(t, fmt.Sprintf("log entry %d", i+1), e)
 			}

@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/benbjohnson/clock"
+	"github.com/retryhttp/retryhttp/retryhttptest"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"go.uber.org/goleak"
@@ -25,18 +26,21 @@ import (
 // headers, on the injected clock; a returned body is never cut by it; no
 // timer or goroutine outlives the try.
 
-// ttClock is a fakeClock that also keeps every AfterFunc timer the transport
-// starts (the per-try timers), so a test can check none outlives its try.
-type ttClock struct {
-	*fakeClock
+// timerClock is the kit's Clock that also keeps every AfterFunc timer the
+// transport starts (the per-try timers), so that a test can check none
+// outlives its try: the kit's Clock does not tell which of its functions are
+// still armed. Give a Script the Clock inside (clk.Clock), so that its Hang
+// replies move it.
+type timerClock struct {
+	*retryhttptest.Clock
 	mu     sync.Mutex
 	timers []*clock.Timer
 }
 
-func newTTClock() *ttClock { return &ttClock{fakeClock: newFakeClock()} }
+func newTimerClock() *timerClock { return &timerClock{Clock: retryhttptest.NewClock()} }
 
-func (c *ttClock) AfterFunc(d time.Duration, f func()) *clock.Timer {
-	tm := c.fakeClock.AfterFunc(d, f)
+func (c *timerClock) AfterFunc(d time.Duration, f func()) *clock.Timer {
+	tm := c.Clock.AfterFunc(d, f)
 	c.mu.Lock()
 	c.timers = append(c.timers, tm)
 	c.mu.Unlock()
@@ -44,16 +48,16 @@ func (c *ttClock) AfterFunc(d time.Duration, f func()) *clock.Timer {
 }
 
 // started returns how many per-try timers the transport started.
-func (c *ttClock) started() int {
+func (c *timerClock) started() int {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return len(c.timers)
 }
 
 // armed returns how many per-try timers are still armed, neither stopped nor
-// fired. Stop reports exactly that on a clock.Mock timer (it disarms them, so
-// call it once, at the end).
-func (c *ttClock) armed() int {
+// fired: Stop reports exactly that (it disarms them, so call it once, at the
+// end).
+func (c *timerClock) armed() int {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	n := 0
@@ -63,75 +67,6 @@ func (c *ttClock) armed() int {
 		}
 	}
 	return n
-}
-
-// ttDrive is driveWith for try-timeout tests: besides moving the clock
-// through each backoff wait, it moves it on by d each time a try reports on
-// hung that it is blocked waiting for headers, by way of fakeClock.spend so
-// that the one driver goroutine does all the advancing.
-func ttDrive(t *testing.T, tr http.RoundTripper, clk *ttClock, req *http.Request, hung <-chan struct{}, d time.Duration) result {
-	t.Helper()
-	stop := make(chan struct{})
-	pumped := make(chan struct{})
-	go func() {
-		defer close(pumped)
-		for {
-			select {
-			case <-hung:
-				done := make(chan struct{})
-				select {
-				case clk.spend <- spendReq{d: d, done: done}:
-					<-done
-				case <-stop:
-					return
-				}
-			case <-stop:
-				return
-			}
-		}
-	}()
-	defer func() { close(stop); <-pumped }()
-	return driveWith(t, tr, clk.fakeClock, req, nil)
-}
-
-// ttBase is a fake base whose first hangs tries block until their context
-// ends, as http.Transport does while it waits for headers, and whose later
-// tries answer 200 "ok". It records the context of every try.
-type ttBase struct {
-	hangs int
-	hung  chan struct{}
-
-	mu   sync.Mutex
-	ctxs []context.Context
-}
-
-func newTTBase(hangs int) *ttBase {
-	return &ttBase{hangs: hangs, hung: make(chan struct{}, 16)}
-}
-
-func (b *ttBase) RoundTrip(r *http.Request) (*http.Response, error) {
-	b.mu.Lock()
-	b.ctxs = append(b.ctxs, r.Context())
-	n := len(b.ctxs)
-	b.mu.Unlock()
-	if n <= b.hangs {
-		b.hung <- struct{}{}
-		<-r.Context().Done()
-		return nil, r.Context().Err()
-	}
-	return respond(http.StatusOK, "ok"), nil
-}
-
-func (b *ttBase) tryCtx(i int) context.Context {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.ctxs[i]
-}
-
-func (b *ttBase) tries() int {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return len(b.ctxs)
 }
 
 // ttAttempts collects what an Observer is told.
@@ -181,101 +116,59 @@ func TestTryTimeoutCutsHangingTry(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			ttNoLeak(t)
-			clk := newTTClock()
-			base := newTTBase(tc.hangs)
+			clk := newTimerClock()
+			var rs replies
+			for range tc.hangs {
+				rs = append(rs, retryhttptest.Hang()) // no answer: the try timeout moves the clock to d
+			}
+			base := &spy{script: retryhttptest.NewScript(append(rs, retryhttptest.Reply{Body: "ok"})...).WithClock(clk.Clock)}
 			var seen ttAttempts
 			tr := New(base, WithClock(clk), WithBackoff(noJitter), WithTryTimeout(d), WithObserver(seen.observe))
 			ctx, cancel := context.WithCancel(context.Background())
 			defer cancel()
-			req := newRequest(t, ctx, http.MethodGet, "https://api.example.com/v1/models", nil)
 
-			r := ttDrive(t, tr, clk, req, base.hung, d)
+			resp, err := tr.RoundTrip(newRequest(t, ctx, http.MethodGet, "https://api.example.com/v1/models", nil))
 
-			if got := base.tries(); got != tc.wantTries {
-				t.Errorf("tries = %d, want %d", got, tc.wantTries)
-			}
+			sent := base.sent()
+			require.Len(t, sent, tc.wantTries, "tries")
 			attempts := seen.list()
-			if len(attempts) != tc.wantTries {
-				t.Fatalf("observer saw %d attempts, want %d", len(attempts), tc.wantTries)
+			require.Len(t, attempts, tc.wantTries, "attempts")
+			for i, a := range attempts[:tc.hangs] {
+				assert.True(t, isTryTimeout(a.Err), "try %d: Err = %v, want a per-try timeout (net.Error, Timeout() true, not DeadlineExceeded)", a.Try, a.Err)
+				assert.Equal(t, Transient, a.Class, "try %d", a.Try)
+				assert.Equal(t, d, a.Elapsed, "try %d: Elapsed, on the injected clock", a.Try)
+				assert.Error(t, sent[i].Context().Err(), "try %d: its context, after it timed out", a.Try)
 			}
-			for i := 0; i < tc.hangs; i++ {
-				a := attempts[i]
-				if !isTryTimeout(a.Err) {
-					t.Errorf("try %d: Err = %v, want a per-try timeout (net.Error, Timeout() true, not DeadlineExceeded)", a.Try, a.Err)
-				}
-				if a.Class != Transient {
-					t.Errorf("try %d: Class = %v, want transient", a.Try, a.Class)
-				}
-				if a.Elapsed != d {
-					t.Errorf("try %d: Elapsed = %v, want %v on the injected clock", a.Try, a.Elapsed, d)
-				}
-				if err := base.tryCtx(i).Err(); err == nil {
-					t.Errorf("try %d: its context is still live after it timed out", a.Try)
-				}
+			assert.NoError(t, ctx.Err(), "the caller's context: only a try's context may end")
+			for i, r := range sent {
+				assert.NotSame(t, ctx, r.Context(), "try %d runs under a context of its own", i+1)
 			}
-			if err := ctx.Err(); err != nil {
-				t.Errorf("caller's context: Err() = %v, want nil: only a try's context may be canceled", err)
-			}
-			for i := 0; i < base.tries(); i++ {
-				if base.tryCtx(i) == ctx {
-					t.Errorf("try %d ran under the caller's own context, want a context of its own", i+1)
-				}
-			}
-			if want := []time.Duration{400 * time.Millisecond, 800 * time.Millisecond}[:tc.wantTries-1]; !equalDurations(r.waits, want) {
-				t.Errorf("waits = %v, want %v (the backoff, after each cut try)", r.waits, want)
-			}
+			assertWaits(t, []time.Duration{400 * time.Millisecond, 800 * time.Millisecond}[:tc.wantTries-1], clk.Waits(), "the backoff, after each cut try")
 
 			if tc.wantOK {
-				if r.err != nil {
-					t.Fatalf("RoundTrip error = %v, want the 200", r.err)
-				}
-				last := base.tryCtx(tc.wantTries - 1)
-				if err := last.Err(); err != nil {
-					t.Errorf("the answering try's context ended (%v) before its body was closed", err)
-				}
-				body, err := io.ReadAll(r.resp.Body)
-				if err != nil || string(body) != "ok" {
-					t.Errorf("body = %q, %v; want \"ok\", nil", body, err)
-				}
-				r.resp.Body.Close()
-				if last.Err() == nil {
-					t.Error("the answering try's context is still live after its body was closed")
-				}
+				require.NoError(t, err, "the 200")
+				last := sent[tc.wantTries-1].Context()
+				assert.NoError(t, last.Err(), "the answering try's context, before its body is closed")
+				body, err := io.ReadAll(resp.Body)
+				assert.NoError(t, err)
+				assert.Equal(t, "ok", string(body))
+				resp.Body.Close()
+				assert.Error(t, last.Err(), "the answering try's context, after its body was closed")
 			} else {
+				require.Nil(t, resp)
 				var e *Error
-				if !errors.As(r.err, &e) {
-					t.Fatalf("RoundTrip = %v, %v; want an *Error", r.resp, r.err)
-				}
-				if e.Reason != Exhausted || e.Tries != 3 || e.Status != 0 {
-					t.Errorf("Error = {Reason %v, Tries %d, Status %d}, want {exhausted, 3, 0}", e.Reason, e.Tries, e.Status)
-				}
-				if !isTryTimeout(e.Err) {
-					t.Errorf("Error.Err = %v, want the per-try timeout", e.Err)
-				}
-				if errors.Is(r.err, context.Canceled) || errors.Is(r.err, context.DeadlineExceeded) {
-					t.Errorf("error %v matches a context error; the caller's context never ended", r.err)
-				}
+				require.ErrorAs(t, err, &e)
+				assert.Equal(t, Exhausted, e.Reason)
+				assert.Equal(t, 3, e.Tries)
+				assert.Zero(t, e.Status)
+				assert.True(t, isTryTimeout(e.Err), "Error.Err = %v, want the per-try timeout", e.Err)
+				assert.NotErrorIs(t, err, context.Canceled, "the caller's context never ended")
+				assert.NotErrorIs(t, err, context.DeadlineExceeded, "the caller's context never ended")
 			}
-			if got, want := clk.started(), tc.wantTries; got < want {
-				t.Errorf("per-try timers started = %d, want at least %d (one per try)", got, want)
-			}
-			if n := clk.armed(); n != 0 {
-				t.Errorf("%d per-try timers still armed after RoundTrip returned, want 0", n)
-			}
+			assert.GreaterOrEqual(t, clk.started(), tc.wantTries, "per-try timers started: one per try")
+			assert.Zero(t, clk.armed(), "per-try timers still armed after RoundTrip returned")
 		})
 	}
-}
-
-func equalDurations(a, b []time.Duration) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for i := range a {
-		if a[i] != b[i] {
-			return false
-		}
-	}
-	return true
 }
 
 // ttStream is a response body that yields the chunks sent to it and, like
@@ -312,7 +205,7 @@ func (s *ttStream) Close() error { s.closed = true; return nil }
 func TestTryTimeoutNeverCutsStream(t *testing.T) {
 	ttNoLeak(t)
 	const d = time.Second
-	clk := newTTClock()
+	clk := newTimerClock()
 	var (
 		tryCtx context.Context
 		stream *ttStream
@@ -329,46 +222,30 @@ func TestTryTimeoutNeverCutsStream(t *testing.T) {
 	tr := New(base, WithClock(clk), WithTryTimeout(d))
 	req := newRequest(t, context.Background(), http.MethodPost, "https://api.example.com/v1/chat", []byte(`{"stream":true}`))
 
-	r := ttDrive(t, tr, clk, req, nil, d)
-	if r.err != nil {
-		t.Fatalf("RoundTrip error = %v, want the 200", r.err)
-	}
+	resp, err := tr.RoundTrip(req)
+	require.NoError(t, err, "the 200")
+	start := clk.Now()
 	chunks := []string{"data: one\n\n", "data: two\n\n", "data: three\n\n", "data: [DONE]\n\n"}
 	var got strings.Builder
 	for i, c := range chunks {
 		clk.Add(3 * d) // each chunk comes long after the try timeout
 		stream.chunks <- c
 		buf := make([]byte, len(c))
-		if _, err := io.ReadFull(r.resp.Body, buf); err != nil {
-			t.Fatalf("chunk %d read after the clock passed %v: %v; want the stream to stay readable", i, clk.Now().Sub(epoch), err)
-		}
+		_, err := io.ReadFull(resp.Body, buf)
+		require.NoError(t, err, "chunk %d, %v after the headers: the stream stays readable", i, clk.Since(start))
 		got.Write(buf)
 	}
 	close(stream.chunks)
-	if rest, err := io.ReadAll(r.resp.Body); err != nil || len(rest) != 0 {
-		t.Errorf("end of stream = %q, %v; want \"\", nil", rest, err)
-	}
-	if want := strings.Join(chunks, ""); got.String() != want {
-		t.Errorf("stream = %q, want %q", got.String(), want)
-	}
-	if tries != 1 {
-		t.Errorf("tries = %d, want 1: a stream is never retried (R6)", tries)
-	}
-	if err := tryCtx.Err(); err != nil {
-		t.Errorf("try context ended (%v) before the body was closed", err)
-	}
-	if err := r.resp.Body.Close(); err != nil {
-		t.Errorf("Close = %v", err)
-	}
-	if !stream.closed {
-		t.Error("closing the returned body did not close the base's body")
-	}
-	if tryCtx.Err() == nil {
-		t.Error("try context still live after the body was closed, want it ended")
-	}
-	if n := clk.armed(); n != 0 {
-		t.Errorf("%d per-try timers still armed, want 0", n)
-	}
+	rest, err := io.ReadAll(resp.Body)
+	assert.NoError(t, err, "the end of the stream")
+	assert.Empty(t, rest, "the end of the stream")
+	assert.Equal(t, strings.Join(chunks, ""), got.String())
+	assert.Equal(t, 1, tries, "a stream is never retried (R6)")
+	assert.NoError(t, tryCtx.Err(), "the try's context, before the body is closed")
+	assert.NoError(t, resp.Body.Close())
+	assert.True(t, stream.closed, "closing the returned body closes the base's")
+	assert.Error(t, tryCtx.Err(), "the try's context, after the body was closed")
+	assert.Zero(t, clk.armed(), "per-try timers still armed")
 }
 
 // ttClosed is a response body that records whether it was closed.
@@ -396,7 +273,7 @@ func (b *ttClosed) isClosed() bool {
 func TestTryTimeoutFiresAsHeadersArrive(t *testing.T) {
 	ttNoLeak(t)
 	const d = 5 * time.Second
-	clk := newTTClock()
+	clk := retryhttptest.NewClock()
 	late := &ttClosed{Reader: strings.NewReader("late")}
 	var tries int
 	base := roundTripperFunc(func(r *http.Request) (*http.Response, error) {
@@ -413,20 +290,16 @@ func TestTryTimeoutFiresAsHeadersArrive(t *testing.T) {
 	tr := New(base, WithClock(clk), WithBackoff(noJitter), WithTryTimeout(d), WithObserver(seen.observe))
 	req := newRequest(t, context.Background(), http.MethodGet, "https://api.example.com/v1/models", nil)
 
-	r := ttDrive(t, tr, clk, req, nil, d)
-	if r.err != nil {
-		t.Fatalf("RoundTrip error = %v, want the second try's 200", r.err)
-	}
-	defer r.resp.Body.Close()
-	if body, _ := io.ReadAll(r.resp.Body); string(body) != "second" {
-		t.Errorf("body = %q, want %q", body, "second")
-	}
-	if !late.isClosed() {
-		t.Error("the late response's body was not closed")
-	}
-	if a := seen.list(); len(a) != 2 || !isTryTimeout(a[0].Err) || a[0].Class != Transient {
-		t.Errorf("attempts = %+v, want 2 with the first a Transient per-try timeout", a)
-	}
+	resp, err := tr.RoundTrip(req)
+	require.NoError(t, err, "the second try's 200")
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(resp.Body)
+	assert.Equal(t, "second", string(body))
+	assert.True(t, late.isClosed(), "the late response's body is closed")
+	a := seen.list()
+	require.Len(t, a, 2, "attempts")
+	assert.True(t, isTryTimeout(a[0].Err), "the first try: Err = %v, want a per-try timeout", a[0].Err)
+	assert.Equal(t, Transient, a[0].Class, "the first try")
 }
 
 // ttDuplex is a 101 Switching Protocols body: readable and writable.
@@ -440,7 +313,7 @@ func (d *ttDuplex) Close() error             { d.closed = true; return nil }
 
 func TestTryTimeoutKeepsUpgradedBodyWritable(t *testing.T) {
 	ttNoLeak(t)
-	clk := newTTClock()
+	clk := retryhttptest.NewClock()
 	duplex := &ttDuplex{}
 	var tryCtx context.Context
 	base := roundTripperFunc(func(r *http.Request) (*http.Response, error) {
@@ -451,115 +324,74 @@ func TestTryTimeoutKeepsUpgradedBodyWritable(t *testing.T) {
 	})
 	tr := New(base, WithClock(clk), WithTryTimeout(time.Second))
 	req := newRequest(t, context.Background(), http.MethodGet, "https://api.example.com/v1/realtime", nil)
-	r := ttDrive(t, tr, clk, req, nil, time.Second)
-	if r.err != nil {
-		t.Fatal(r.err)
-	}
-	w, ok := r.resp.Body.(io.ReadWriteCloser)
-	if !ok {
-		t.Fatalf("101 body is a %T, want an io.ReadWriteCloser as net/http gives", r.resp.Body)
-	}
-	if _, err := io.WriteString(w, "hello"); err != nil || duplex.String() != "hello" {
-		t.Errorf("write through the body = %v, wrote %q; want nil, %q", err, duplex.String(), "hello")
-	}
+	resp, err := tr.RoundTrip(req)
+	require.NoError(t, err)
+	w, ok := resp.Body.(io.ReadWriteCloser)
+	require.True(t, ok, "the 101's body is a %T, want an io.ReadWriteCloser as net/http gives", resp.Body)
+	_, err = io.WriteString(w, "hello")
+	assert.NoError(t, err, "a write through the body")
+	assert.Equal(t, "hello", duplex.String(), "what the write reached")
 	w.Close()
-	if !duplex.closed || tryCtx.Err() == nil {
-		t.Errorf("after Close: base body closed %v, try context err %v; want true, non-nil", duplex.closed, tryCtx.Err())
-	}
+	assert.True(t, duplex.closed, "after Close: the base's body, closed")
+	assert.Error(t, tryCtx.Err(), "after Close: the try's context, ended")
 }
 
 // The caller's own cancellation during a hanging try is the caller's: it is
 // returned unchanged, not as a per-try timeout, and never retried (R2, R9).
 func TestTryTimeoutCallerCancelsDuringTry(t *testing.T) {
 	ttNoLeak(t)
-	clk := newTTClock()
-	base := newTTBase(1)
-	tr := New(base, WithClock(clk), WithTryTimeout(time.Minute))
+	clk := newTimerClock()
+	script := retryhttptest.NewScript(retryhttptest.Hang()).WithClock(clk.Clock)
+	tr := New(script, WithClock(clk), WithTryTimeout(time.Minute))
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	req := newRequest(t, ctx, http.MethodGet, "https://api.example.com/v1/models", nil)
+	clk.Clock.AfterFunc(time.Second, cancel) // a second into the try, long before its timeout
 
-	done := make(chan result, 1)
-	go func() {
-		resp, err := tr.RoundTrip(req)
-		done <- result{resp: resp, err: err}
-	}()
-	select {
-	case <-base.hung:
-	case <-time.After(10 * time.Second):
-		t.Fatal("the try never started")
-	}
-	cancel()
-	var r result
-	select {
-	case r = <-done:
-	case <-time.After(10 * time.Second):
-		t.Fatal("RoundTrip did not return after the caller canceled")
-	}
-	if r.resp != nil || !errors.Is(r.err, context.Canceled) {
-		t.Fatalf("RoundTrip = %v, %v; want nil, context.Canceled", r.resp, r.err)
-	}
+	resp, err := tr.RoundTrip(newRequest(t, ctx, http.MethodGet, "https://api.example.com/v1/models", nil))
+	require.Nil(t, resp)
+	assert.ErrorIs(t, err, context.Canceled)
 	var e *Error
-	if errors.As(r.err, &e) {
-		t.Errorf("error = %#v, want the Permanent first-try error unchanged, not an *Error", r.err)
-	}
-	if isTryTimeout(r.err) {
-		t.Errorf("error %v reads as a per-try timeout; the caller canceled", r.err)
-	}
-	if got := base.tries(); got != 1 {
-		t.Errorf("tries = %d, want 1", got)
-	}
-	if n := clk.armed(); n != 0 {
-		t.Errorf("%d per-try timers still armed, want 0", n)
-	}
+	assert.NotErrorAs(t, err, &e, "the Permanent first-try error, unchanged, not an *Error")
+	assert.False(t, isTryTimeout(err), "%v reads as a per-try timeout; the caller canceled", err)
+	assert.Equal(t, 1, script.Len(), "tries")
+	assert.Zero(t, clk.armed(), "per-try timers still armed")
 }
 
 // Every way a try can end leaves no per-try timer armed and no goroutine
 // running, and leaves the caller's context alone.
 func TestTryTimeoutLeavesNothingBehind(t *testing.T) {
-	refused := &net.OpError{Op: "dial", Net: "tcp", Err: errors.New("connection refused")}
+	refused := retryhttptest.Fail(&net.OpError{Op: "dial", Net: "tcp", Err: errors.New("connection refused")})
 	for _, tc := range []struct {
-		name  string
-		steps []func(*http.Request) (*http.Response, error)
-		tries int
+		name    string
+		replies replies
+		tries   int
 	}{
-		{"success at once", nil, 1},
-		{"404 returned", []func(*http.Request) (*http.Response, error){status(http.StatusNotFound)}, 1},
-		{"503 then success", []func(*http.Request) (*http.Response, error){status(http.StatusServiceUnavailable)}, 2},
-		{"transport errors then success", []func(*http.Request) (*http.Response, error){fail(refused), fail(refused)}, 3},
-		{"503 until exhausted", []func(*http.Request) (*http.Response, error){
-			status(http.StatusServiceUnavailable), status(http.StatusServiceUnavailable), status(http.StatusServiceUnavailable)}, 3},
+		{"success at once", replies{reply(http.StatusOK)}, 1},
+		{"404 returned", replies{reply(http.StatusNotFound)}, 1},
+		{"503 then success", replies{reply(http.StatusServiceUnavailable), reply(http.StatusOK)}, 2},
+		{"transport errors then success", replies{refused, refused, reply(http.StatusOK)}, 3},
+		{"503 until exhausted", replies{reply(http.StatusServiceUnavailable), reply(http.StatusServiceUnavailable), reply(http.StatusServiceUnavailable)}, 3},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			ttNoLeak(t)
-			clk := newTTClock()
-			base := newScript(tc.steps...)
+			clk := newTimerClock()
+			base := &spy{script: retryhttptest.NewScript(tc.replies...).WithClock(clk.Clock)}
 			tr := New(base, WithClock(clk), WithBackoff(noJitter), WithTryTimeout(time.Second))
 			ctx, cancel := context.WithCancel(context.Background())
 			defer cancel()
-			req := newRequest(t, ctx, http.MethodGet, "https://api.example.com/v1/models", nil)
-			r := ttDrive(t, tr, clk, req, nil, time.Second)
-			if r.resp != nil {
-				io.Copy(io.Discard, r.resp.Body)
-				r.resp.Body.Close()
+			resp, err := tr.RoundTrip(newRequest(t, ctx, http.MethodGet, "https://api.example.com/v1/models", nil))
+			require.NoError(t, err)
+			io.Copy(io.Discard, resp.Body)
+			resp.Body.Close()
+
+			sent := base.sent()
+			assert.Len(t, sent, tc.tries, "tries")
+			assert.GreaterOrEqual(t, clk.started(), tc.tries, "per-try timers started: one per try")
+			assert.Zero(t, clk.armed(), "per-try timers still armed")
+			for i, r := range sent {
+				assert.Error(t, r.Context().Err(), "try %d: its context, after its response was closed", i+1)
 			}
-			if got := base.tries(); got != tc.tries {
-				t.Errorf("tries = %d, want %d", got, tc.tries)
-			}
-			if got := clk.started(); got < tc.tries {
-				t.Errorf("per-try timers started = %d, want at least %d (one per try)", got, tc.tries)
-			}
-			if n := clk.armed(); n != 0 {
-				t.Errorf("%d per-try timers still armed, want 0", n)
-			}
-			for i, s := range base.sent {
-				if s.ctx.Err() == nil {
-					t.Errorf("try %d: context still live after its response was closed", i+1)
-				}
-			}
-			if ctx.Err() != nil {
-				t.Errorf("caller's context ended: %v", ctx.Err())
-			}
+			assert.NoError(t, ctx.Err(), "the caller's context")
 		})
 	}
 }

@@ -6,21 +6,21 @@ import (
 	"crypto/rand"
 	"errors"
 	"fmt"
-	"github.com/stretchr/testify/assert"
-	"github.com/stretchr/testify/require"
 	"io"
 	"math"
 	"net"
 	"net/http"
 	"net/http/httptest"
-	"reflect"
-	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/retryhttp/retryhttp/retryhttptest"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 )
 
 var (
@@ -32,105 +32,81 @@ var (
 // out, how long each wait is (jitter 0, so exact), and what comes back.
 func TestRetryLoop(t *testing.T) {
 	const ms = time.Millisecond
-	type step = func(*http.Request) (*http.Response, error)
+	refused, notFound := retryhttptest.Fail(errRefused), retryhttptest.Fail(errNotFound)
 	tests := []struct {
 		name       string
 		opts       []Option
-		steps      []step
+		replies    replies
 		wantTries  int
 		wantWaits  []time.Duration
 		wantStatus int     // of the response returned; 0 when an error is
 		wantErr    error   // errors.Is target when an error is returned
 		wantReason Outcome // of the *Error, when one is returned
 	}{
-		{"success at once", nil, []step{status(200)}, 1, nil, 200, nil, 0},
-		{"503 then success", nil, []step{status(503), status(200)}, 2, []time.Duration{400 * ms}, 200, nil, 0},
-		{"two 5xx then success", nil, []step{status(502), status(504), status(200)}, 3, []time.Duration{400 * ms, 800 * ms}, 200, nil, 0},
-		{"exhausted returns the last response", nil, []step{status(503), status(500), status(503)}, 3, []time.Duration{400 * ms, 800 * ms}, 503, nil, 0},
-		{"408 is retried", nil, []step{status(408), status(200)}, 2, []time.Duration{400 * ms}, 200, nil, 0},
-		{"429 is retried", nil, []step{status(429), status(200)}, 2, []time.Duration{400 * ms}, 200, nil, 0},
-		{"501 is not retried", nil, []step{status(501)}, 1, nil, 501, nil, 0},
-		{"505 is not retried", nil, []step{status(505)}, 1, nil, 505, nil, 0},
-		{"400 is not retried", nil, []step{status(400)}, 1, nil, 400, nil, 0},
-		{"X-Should-Retry true on 400", nil, []step{status(400, "X-Should-Retry", "true"), status(200)}, 2, []time.Duration{400 * ms}, 200, nil, 0},
-		{"X-Should-Retry false on 503", nil, []step{status(503, "X-Should-Retry", "false")}, 1, nil, 503, nil, 0},
-		{"Retry-After larger wins", nil, []step{status(429, "Retry-After", "2"), status(200)}, 2, []time.Duration{2 * time.Second}, 200, nil, 0},
-		{"backoff larger wins", nil, []step{status(503, "Retry-After", "0.1"), status(200)}, 2, []time.Duration{400 * ms}, 200, nil, 0},
-		{"retry-after-ms", nil, []step{status(429, "Retry-After-Ms", "1500"), status(200)}, 2, []time.Duration{1500 * ms}, 200, nil, 0},
-		{"Retry-After is never capped by Max", nil, []step{status(503, "Retry-After", "120"), status(200)}, 2, []time.Duration{2 * time.Minute}, 200, nil, 0},
-		{"Retry-After date", nil, []step{status(429, "Retry-After", epoch.Add(7*time.Second).Format(http.TimeFormat)), status(200)}, 2, []time.Duration{7 * time.Second}, 200, nil, 0},
-		{"transport error then success", nil, []step{fail(errRefused), status(200)}, 2, []time.Duration{400 * ms}, 200, nil, 0},
-		{"transport errors exhausted", nil, []step{fail(errRefused), fail(errRefused), fail(errRefused)}, 3, []time.Duration{400 * ms, 800 * ms}, 0, syscall.ECONNREFUSED, Exhausted},
-		{"permanent error on the first try", nil, []step{fail(errNotFound)}, 1, nil, 0, errNotFound, 0},
-		{"permanent error on a later try", nil, []step{status(503), fail(errNotFound)}, 2, []time.Duration{400 * ms}, 0, errNotFound, Done},
-		{"max retries 0", []Option{WithMaxRetries(0)}, []step{status(503)}, 1, nil, 503, nil, 0},
-		{"negative max retries counts as 0", []Option{WithMaxRetries(-3)}, []step{fail(errRefused)}, 1, nil, 0, syscall.ECONNREFUSED, Exhausted},
-		{"max retries 5", []Option{WithMaxRetries(5)}, []step{status(503), status(503), status(503), status(503), status(503), status(503)}, 6,
+		{"success at once", nil, replies{reply(200)}, 1, nil, 200, nil, 0},
+		{"503 then success", nil, replies{reply(503), reply(200)}, 2, []time.Duration{400 * ms}, 200, nil, 0},
+		{"two 5xx then success", nil, replies{reply(502), reply(504), reply(200)}, 3, []time.Duration{400 * ms, 800 * ms}, 200, nil, 0},
+		{"exhausted returns the last response", nil, replies{reply(503), reply(500), reply(503)}, 3, []time.Duration{400 * ms, 800 * ms}, 503, nil, 0},
+		{"408 is retried", nil, replies{reply(408), reply(200)}, 2, []time.Duration{400 * ms}, 200, nil, 0},
+		{"429 is retried", nil, replies{reply(429), reply(200)}, 2, []time.Duration{400 * ms}, 200, nil, 0},
+		{"501 is not retried", nil, replies{reply(501)}, 1, nil, 501, nil, 0},
+		{"505 is not retried", nil, replies{reply(505)}, 1, nil, 505, nil, 0},
+		{"400 is not retried", nil, replies{reply(400)}, 1, nil, 400, nil, 0},
+		{"X-Should-Retry true on 400", nil, replies{reply(400, "X-Should-Retry", "true"), reply(200)}, 2, []time.Duration{400 * ms}, 200, nil, 0},
+		{"X-Should-Retry false on 503", nil, replies{reply(503, "X-Should-Retry", "false")}, 1, nil, 503, nil, 0},
+		{"Retry-After larger wins", nil, replies{reply(429, "Retry-After", "2"), reply(200)}, 2, []time.Duration{2 * time.Second}, 200, nil, 0},
+		{"backoff larger wins", nil, replies{reply(503, "Retry-After", "0.1"), reply(200)}, 2, []time.Duration{400 * ms}, 200, nil, 0},
+		{"retry-after-ms", nil, replies{reply(429, "Retry-After-Ms", "1500"), reply(200)}, 2, []time.Duration{1500 * ms}, 200, nil, 0},
+		{"Retry-After is never capped by Max", nil, replies{reply(503, "Retry-After", "120"), reply(200)}, 2, []time.Duration{2 * time.Minute}, 200, nil, 0},
+		{"Retry-After date", nil, replies{reply(429).Asks(retryhttptest.RetryAfterDate, 7*time.Second), reply(200)}, 2, []time.Duration{7 * time.Second}, 200, nil, 0},
+		{"transport error then success", nil, replies{refused, reply(200)}, 2, []time.Duration{400 * ms}, 200, nil, 0},
+		{"transport errors exhausted", nil, replies{refused, refused, refused}, 3, []time.Duration{400 * ms, 800 * ms}, 0, syscall.ECONNREFUSED, Exhausted},
+		{"permanent error on the first try", nil, replies{notFound}, 1, nil, 0, errNotFound, 0},
+		{"permanent error on a later try", nil, replies{reply(503), notFound}, 2, []time.Duration{400 * ms}, 0, errNotFound, Done},
+		{"max retries 0", []Option{WithMaxRetries(0)}, replies{reply(503)}, 1, nil, 503, nil, 0},
+		{"negative max retries counts as 0", []Option{WithMaxRetries(-3)}, replies{refused}, 1, nil, 0, syscall.ECONNREFUSED, Exhausted},
+		{"max retries 5", []Option{WithMaxRetries(5)}, replies{reply(503), reply(503), reply(503), reply(503), reply(503), reply(503)}, 6,
 			[]time.Duration{400 * ms, 800 * ms, 1600 * ms, 3200 * ms, 6400 * ms}, 503, nil, 0},
 		{"backoff cap", []Option{WithMaxRetries(3), WithBackoff(Backoff{Base: time.Second, Factor: 10, Max: 5 * time.Second})},
-			[]step{status(503), status(503), status(503), status(200)}, 4, []time.Duration{time.Second, 5 * time.Second, 5 * time.Second}, 200, nil, 0},
-		{"zero backoff starts no timer", []Option{WithBackoff(Backoff{})}, []step{status(503), status(503), status(200)}, 3, nil, 200, nil, 0},
+			replies{reply(503), reply(503), reply(503), reply(200)}, 4, []time.Duration{time.Second, 5 * time.Second, 5 * time.Second}, 200, nil, 0},
+		{"zero backoff starts no timer", []Option{WithBackoff(Backoff{})}, replies{reply(503), reply(503), reply(200)}, 3, nil, 200, nil, 0},
 		{"custom classifier", []Option{WithClassifier(func(_ *http.Request, resp *http.Response, _ error) Class {
 			if resp != nil && resp.StatusCode == 404 {
 				return Transient
 			}
 			return Permanent
-		})}, []step{status(404), status(200)}, 2, []time.Duration{400 * ms}, 200, nil, 0},
+		})}, replies{reply(404), reply(200)}, 2, []time.Duration{400 * ms}, 200, nil, 0},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			clk := newFakeClock()
-			base := newScript(tt.steps...)
-			tr := New(base, append([]Option{WithClock(clk), WithBackoff(noJitter)}, tt.opts...)...)
-			req := newRequest(t, context.Background(), "GET", "https://api.example.com/v1/models", nil)
-			got := drive(t, tr, clk, req)
+			clk, script, tr := scripted(tt.replies, tt.opts...)
+			resp, err := tr.RoundTrip(newRequest(t, context.Background(), "GET", "https://api.example.com/v1/models", nil))
 
-			if n := base.tries(); n != tt.wantTries {
-				t.Errorf("tries = %d, want %d", n, tt.wantTries)
-			}
-			if !slices.Equal(got.waits, tt.wantWaits) {
-				t.Errorf("waits = %v, want %v", got.waits, tt.wantWaits)
-			}
-			if got.resp != nil && got.err != nil {
-				t.Fatalf("RoundTrip returned both a response and an error (%v)", got.err)
-			}
+			assert.Equal(t, tt.wantTries, script.Len(), "tries")
+			assertWaits(t, tt.wantWaits, clk.Waits())
 			if tt.wantStatus != 0 {
-				if got.resp == nil {
-					t.Fatalf("err = %v, want a %d response", got.err, tt.wantStatus)
-				}
-				if got.resp.StatusCode != tt.wantStatus {
-					t.Errorf("status = %d, want %d", got.resp.StatusCode, tt.wantStatus)
-				}
-				body, _ := io.ReadAll(got.resp.Body)
-				got.resp.Body.Close()
-				if want := http.StatusText(tt.wantStatus); string(body) != want {
-					t.Errorf("body = %q, want the unread %q", body, want)
-				}
+				require.NoError(t, err)
+				defer resp.Body.Close()
+				assert.Equal(t, tt.wantStatus, resp.StatusCode)
+				body, _ := io.ReadAll(resp.Body)
+				assert.Equal(t, http.StatusText(tt.wantStatus), string(body), "the body, unread")
 				return
 			}
-			if !errors.Is(got.err, tt.wantErr) {
-				t.Fatalf("err = %v, want errors.Is %v", got.err, tt.wantErr)
+			require.Nil(t, resp, "a response and an error")
+			require.ErrorIs(t, err, tt.wantErr)
+			if tt.wantReason == 0 && tt.wantTries == 1 {
+				assert.Equal(t, tt.wantErr, err, "the base's error, unchanged")
+				return
 			}
 			var e *Error
-			if tt.wantReason == 0 && tt.wantTries == 1 {
-				if got.err != tt.wantErr {
-					t.Errorf("err = %#v, want the base's error unchanged", got.err)
-				}
-				return
-			}
-			if !errors.As(got.err, &e) {
-				t.Fatalf("err = %T %v, want *Error", got.err, got.err)
-			}
-			if e.Reason != tt.wantReason || e.Tries != tt.wantTries {
-				t.Errorf("Error reason %v after %d tries, want %v after %d", e.Reason, e.Tries, tt.wantReason, tt.wantTries)
-			}
-			var wantWaited time.Duration
+			require.ErrorAs(t, err, &e)
+			var waited time.Duration
 			for _, w := range tt.wantWaits {
-				wantWaited += w
+				waited += w
 			}
-			if e.Waited != wantWaited {
-				t.Errorf("Error.Waited = %v, want %v", e.Waited, wantWaited)
-			}
+			assert.Equal(t, tt.wantReason, e.Reason)
+			assert.Equal(t, tt.wantTries, e.Tries)
+			assert.Equal(t, waited, e.Waited)
 		})
 	}
 }
@@ -138,31 +114,21 @@ func TestRetryLoop(t *testing.T) {
 // TestErrorFields checks what an *Error carries: the last status received
 // even after a later transport error, and the last Retry-After asked.
 func TestErrorFields(t *testing.T) {
-	clk := newFakeClock()
-	base := newScript(status(503, "Retry-After", "3"), fail(errRefused), fail(errRefused))
-	tr := New(base, WithClock(clk), WithBackoff(noJitter))
-	got := drive(t, tr, clk, newRequest(t, context.Background(), "GET", "https://api.example.com/v1", nil))
+	refused := retryhttptest.Fail(errRefused)
+	_, _, tr := scripted(replies{reply(503, "Retry-After", "3"), refused, refused})
+	_, err := tr.RoundTrip(newRequest(t, context.Background(), "GET", "https://api.example.com/v1", nil))
 	var e *Error
-	if !errors.As(got.err, &e) {
-		t.Fatalf("err = %v, want *Error", got.err)
-	}
-	want := Error{Tries: 3, Waited: 3*time.Second + 800*time.Millisecond, Status: 503, RetryAfter: 3 * time.Second, Reason: Exhausted, Err: e.Err}
-	if *e != want {
-		t.Errorf("Error = %+v, want %+v", *e, want)
-	}
-	if !errors.Is(got.err, syscall.ECONNREFUSED) {
-		t.Errorf("errors.Is(err, ECONNREFUSED) = false for %v", got.err)
-	}
-	const wantText = "retryhttp: exhausted after 3 tries, waited 3.8s, status 503, retry-after 3s: dial tcp: connection refused"
-	if got.err.Error() != wantText {
-		t.Errorf("Error() = %q, want %q", got.err.Error(), wantText)
-	}
+	require.ErrorAs(t, err, &e)
+	assert.Equal(t, Error{Tries: 3, Waited: 3*time.Second + 800*time.Millisecond, Status: 503, RetryAfter: 3 * time.Second, Reason: Exhausted, Err: e.Err}, *e)
+	assert.ErrorIs(t, err, syscall.ECONNREFUSED)
+	assert.EqualError(t, err, "retryhttp: exhausted after 3 tries, waited 3.8s, status 503, retry-after 3s: dial tcp: connection refused")
 }
 
 // TestFirstTrySendsCallerRequest checks R1 on the happy path: the base gets
 // the caller's own request and the response comes back as the base made it.
 func TestFirstTrySendsCallerRequest(t *testing.T) {
 	want := respond(200, "hello")
+	body := want.Body
 	var sent *http.Request
 	tr := New(roundTripperFunc(func(r *http.Request) (*http.Response, error) {
 		sent = r
@@ -170,15 +136,10 @@ func TestFirstTrySendsCallerRequest(t *testing.T) {
 	}))
 	req := newRequest(t, context.Background(), "GET", "https://api.example.com/v1", nil)
 	resp, err := tr.RoundTrip(req)
-	if err != nil || resp != want {
-		t.Fatalf("RoundTrip = %p, %v; want the base's response %p", resp, err, want)
-	}
-	if sent != req {
-		t.Errorf("first try sent %p, want the caller's request %p", sent, req)
-	}
-	if resp.Body != want.Body {
-		t.Errorf("response body was replaced")
-	}
+	require.NoError(t, err)
+	assert.Same(t, want, resp, "the base's response")
+	assert.Same(t, req, sent, "the first try sends the caller's request")
+	assert.Equal(t, body, resp.Body, "the response's body, not replaced")
 }
 
 // TestRetriesSendClonesAndNeverTouchTheCaller checks R1 and R10 on a POST
@@ -187,42 +148,31 @@ func TestFirstTrySendsCallerRequest(t *testing.T) {
 func TestRetriesSendClonesAndNeverTouchTheCaller(t *testing.T) {
 	payload := make([]byte, 1<<20)
 	rand.Read(payload)
-	clk := newFakeClock()
-	base := newScript(status(503), fail(errRefused), status(200))
+	clk := retryhttptest.NewClock()
+	script := retryhttptest.NewScript(reply(503), retryhttptest.Fail(errRefused), reply(200))
+	base := &spy{script: script}
 	tr := New(base, WithClock(clk))
 	req := newRequest(t, context.Background(), "POST", "https://api.example.com/v1/chat", payload)
 	req.Header.Set("Content-Type", "application/json")
 	before := *req
 	beforeHeader := req.Header.Clone()
 
-	got := drive(t, tr, clk, req)
-	if got.err != nil {
-		t.Fatal(got.err)
+	resp, err := tr.RoundTrip(req)
+	require.NoError(t, err)
+	resp.Body.Close()
+	sent := base.sent()
+	require.Len(t, sent, 3, "tries")
+	for i, r := range script.Requests() {
+		assert.True(t, bytes.Equal(payload, r.Body), "try %d sent %d bytes, want the same %d bytes", i+1, len(r.Body), len(payload))
+		assert.EqualValues(t, len(payload), sent[i].ContentLength, "try %d: ContentLength", i+1)
 	}
-	got.resp.Body.Close()
-	if base.tries() != 3 {
-		t.Fatalf("tries = %d, want 3", base.tries())
+	assert.Same(t, req, sent[0], "R1 lets the first try send the caller's request")
+	for i, r := range sent[1:] {
+		assert.NotSame(t, req, r, "retry %d sends a clone", i+1)
 	}
-	for i, s := range base.sent {
-		if !bytes.Equal(s.body, payload) {
-			t.Errorf("try %d sent %d bytes, want the same %d bytes", i+1, len(s.body), len(payload))
-		}
-		if i > 0 && s.req == req {
-			t.Errorf("retry %d sent the caller's request, want a clone", i)
-		}
-		if s.req.ContentLength != int64(len(payload)) {
-			t.Errorf("try %d ContentLength = %d, want %d", i+1, s.req.ContentLength, len(payload))
-		}
-	}
-	if base.sent[0].req != req {
-		t.Errorf("first try sent a copy; R1 lets it send the caller's request")
-	}
-	if !reflect.DeepEqual(req.Header, beforeHeader) {
-		t.Errorf("caller's header changed: %v, want %v", req.Header, beforeHeader)
-	}
-	if req.Body != before.Body || req.URL != before.URL || req.Method != before.Method || req.Context() != before.Context() {
-		t.Errorf("caller's request was modified")
-	}
+	assert.Equal(t, beforeHeader, req.Header, "the caller's header")
+	assert.True(t, req.Body == before.Body && req.URL == before.URL && req.Method == before.Method && req.Context() == before.Context(),
+		"the caller's request was modified")
 }
 
 // trackedBody is a request or response body that records reads and Close.
@@ -262,25 +212,22 @@ func TestBodyWithoutGetBodyIsSentOnce(t *testing.T) {
 		{"GetBody returns nil", func() (io.ReadCloser, error) { return nil, nil }},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			clk := newFakeClock()
-			base := newScript(status(503), status(200))
 			var outcomes []Outcome
-			tr := New(base, WithClock(clk), WithObserver(func(_ context.Context, a Attempt) { outcomes = append(outcomes, a.Outcome) }))
+			clk, script, tr := scripted(replies{reply(503), reply(200)},
+				WithObserver(func(_ context.Context, a Attempt) { outcomes = append(outcomes, a.Outcome) }))
 			body := &trackedBody{r: bytes.NewReader([]byte(`{"q":1}`))}
 			req := newRequest(t, context.Background(), "POST", "https://api.example.com/v1", nil)
 			req.Body, req.GetBody, req.ContentLength = body, tc.getBody, 7
-			got := drive(t, tr, clk, req)
-			if got.err != nil || got.resp.StatusCode != 503 {
-				t.Fatalf("RoundTrip = %v, %v; want the 503", got.resp, got.err)
-			}
-			got.resp.Body.Close()
-			if base.tries() != 1 || len(got.waits) != 0 {
-				t.Errorf("tries = %d, waits = %v; want 1 try, no wait", base.tries(), got.waits)
-			}
-			if !slices.Equal(outcomes, []Outcome{NotReplayable}) {
-				t.Errorf("outcomes = %v, want [not_replayable]", outcomes)
-			}
-			// The body was sent once, and closed by the base that sent it.
+
+			resp, err := tr.RoundTrip(req)
+			require.NoError(t, err)
+			resp.Body.Close()
+			assert.Equal(t, 503, resp.StatusCode)
+			reqs := script.Requests()
+			require.Len(t, reqs, 1, "tries")
+			assert.Equal(t, `{"q":1}`, string(reqs[0].Body), "the body, sent once, whole")
+			assert.Empty(t, clk.Waits())
+			assert.Equal(t, []Outcome{NotReplayable}, outcomes)
 		})
 	}
 }
@@ -293,14 +240,16 @@ func TestCallerBodyClosedOnEveryPath(t *testing.T) {
 		r, _ := http.NewRequestWithContext(ctx, "POST", "https://api.example.com/v1", b)
 		return r
 	}
-	cooling := func() *Cooldown { // api.example.com cools for an hour
+	clk := retryhttptest.NewClock() // nothing here waits: every call is sent at once or not at all
+	// cooling: api.example.com cools for an hour.
+	cooling := func() *Cooldown {
 		cd := NewCooldown(nil)
-		cd.settle("https://api.example.com", nil, epoch, signal{until: epoch.Add(time.Hour)}, nil)
+		cd.settle("https://api.example.com", nil, clk.Now(), signal{until: clk.Now().Add(time.Hour)}, nil)
 		return cd
 	}
 	canceled, cancel := context.WithCancel(context.Background())
 	cancel()
-	withMinute, cancelMinute := context.WithTimeout(context.Background(), time.Minute)
+	withMinute, cancelMinute := clk.WithTimeout(context.Background(), time.Minute)
 	defer cancelMinute()
 	tests := []struct {
 		name string
@@ -324,7 +273,6 @@ func TestCallerBodyClosedOnEveryPath(t *testing.T) {
 				got = r.Body // read, never closed: closing is the base's, not the test's subject
 				return respond(200, ""), nil
 			})
-			clk := newFakeClock()
 			tr := New(base, append([]Option{WithClock(clk)}, tt.opts...)...)
 			resp, err := tr.RoundTrip(tt.req(body))
 			if resp != nil {
@@ -345,34 +293,30 @@ func TestCallerBodyClosedOnEveryPath(t *testing.T) {
 // TestBaseContractViolations checks that a base breaking the RoundTripper
 // contract cannot make RoundTrip break it.
 func TestBaseContractViolations(t *testing.T) {
-	clk := newFakeClock()
+	get := func() *http.Request {
+		return newRequest(t, context.Background(), "GET", "https://api.example.com", nil)
+	}
 	respBody := &trackedBody{r: bytes.NewReader(nil)}
 	both := roundTripperFunc(func(*http.Request) (*http.Response, error) {
 		return &http.Response{StatusCode: 200, Body: respBody}, errRefused
 	})
-	got := drive(t, New(both, WithClock(clk), WithMaxRetries(0)), clk, newRequest(t, context.Background(), "GET", "https://api.example.com", nil))
-	if got.resp != nil || !errors.Is(got.err, syscall.ECONNREFUSED) {
-		t.Errorf("base returning both: got %v, %v; want only the error", got.resp, got.err)
-	}
-	if respBody.closed.Load() != 1 {
-		t.Errorf("the stray response's body was not closed")
-	}
+	resp, err := New(both, WithMaxRetries(0)).RoundTrip(get())
+	assert.Nil(t, resp, "base returning both: only the error")
+	assert.ErrorIs(t, err, syscall.ECONNREFUSED, "base returning both")
+	assert.EqualValues(t, 1, respBody.closed.Load(), "the stray response's body is closed")
 
 	neither := roundTripperFunc(func(*http.Request) (*http.Response, error) { return nil, nil })
-	got = drive(t, New(neither, WithClock(clk), WithMaxRetries(0)), clk, newRequest(t, context.Background(), "GET", "https://api.example.com", nil))
-	if got.resp != nil || !errors.Is(got.err, errNilResponse) {
-		t.Errorf("base returning neither: got %v, %v; want errNilResponse", got.resp, got.err)
-	}
+	resp, err = New(neither, WithMaxRetries(0)).RoundTrip(get())
+	assert.Nil(t, resp, "base returning neither")
+	assert.ErrorIs(t, err, errNilResponse, "base returning neither")
 
 	nilBody := roundTripperFunc(func(*http.Request) (*http.Response, error) { return &http.Response{StatusCode: 204}, nil })
-	resp, err := New(nilBody).RoundTrip(newRequest(t, context.Background(), "GET", "https://api.example.com", nil))
-	if err != nil || resp.Body == nil {
-		t.Errorf("base returning a nil Body: got %v, %v; want a closable body", resp, err)
-	}
+	resp, err = New(nilBody).RoundTrip(get())
+	require.NoError(t, err, "base returning a nil Body")
+	assert.NotNil(t, resp.Body, "base returning a nil Body: a closable body")
 
-	if _, err := New(nil).RoundTrip(nil); err == nil {
-		t.Errorf("RoundTrip(nil) returned no error")
-	}
+	_, err = New(nil).RoundTrip(nil)
+	assert.Error(t, err, "RoundTrip(nil)")
 }
 
 // TestFailedResponseDrainedAndClosed checks R10: before a retry the failed
@@ -390,22 +334,17 @@ func TestFailedResponseDrainedAndClosed(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			clk := newFakeClock()
 			failed := &trackedBody{r: tt.body}
-			base := newScript(func(*http.Request) (*http.Response, error) {
-				return &http.Response{StatusCode: 503, Header: http.Header{}, Body: failed, ContentLength: tt.contentLength}, nil
-			}, status(200))
-			got := drive(t, New(base, WithClock(clk)), clk, newRequest(t, context.Background(), "GET", "https://api.example.com", nil))
-			if got.err != nil {
-				t.Fatal(got.err)
-			}
-			got.resp.Body.Close()
-			if n := failed.read.Load(); n != tt.wantRead {
-				t.Errorf("read %d bytes of the failed body, want %d", n, tt.wantRead)
-			}
-			if failed.closed.Load() != 1 {
-				t.Errorf("failed body closed %d times, want 1", failed.closed.Load())
-			}
+			base := &spy{script: retryhttptest.NewScript(reply(503), reply(200)), edit: func(try int, resp *http.Response) {
+				if try == 1 {
+					resp.Body, resp.ContentLength = failed, tt.contentLength
+				}
+			}}
+			resp, err := New(base, WithClock(retryhttptest.NewClock())).RoundTrip(newRequest(t, context.Background(), "GET", "https://api.example.com", nil))
+			require.NoError(t, err)
+			resp.Body.Close()
+			assert.Equal(t, tt.wantRead, failed.read.Load(), "bytes read of the failed body")
+			assert.EqualValues(t, 1, failed.closed.Load(), "times the failed body was closed")
 		})
 	}
 }
@@ -413,189 +352,153 @@ func TestFailedResponseDrainedAndClosed(t *testing.T) {
 // TestObserver checks R15: one Attempt per try, in order, before the wait,
 // with the request's context and a URL free of query and userinfo.
 func TestObserver(t *testing.T) {
-	clk := newFakeClock()
 	const tryTime = 250 * time.Millisecond
-	steps := []func(*http.Request) (*http.Response, error){status(503), status(429, "Retry-After", "5"), status(200)}
-	for i, s := range steps {
-		steps[i] = func(r *http.Request) (*http.Response, error) {
-			clk.Spend(tryTime) // the try itself takes time on the injected clock
-			return s(r)
-		}
-	}
+	clk := retryhttptest.NewClock()
+	script := retryhttptest.NewScript(reply(503), reply(429, "Retry-After", "5"), reply(200)).WithClock(clk)
+	slow := roundTripperFunc(func(r *http.Request) (*http.Response, error) {
+		clk.Add(tryTime) // the try itself takes time on the injected clock
+		return script.RoundTrip(r)
+	})
 	type ctxKey struct{}
-	var attempts []Attempt
-	var startedBefore []int32
-	tr := New(newScript(steps...), WithClock(clk), WithBackoff(noJitter), WithObserver(func(ctx context.Context, a Attempt) {
-		if ctx.Value(ctxKey{}) != "turn-7" {
-			t.Errorf("observer got a context without the request's value")
-		}
-		startedBefore = append(startedBefore, clk.started.Load()) // waits begun before this report
+	var (
+		attempts    []Attempt
+		waitsBefore []int // waits taken before each report
+	)
+	tr := New(slow, WithClock(clk), WithBackoff(noJitter), WithObserver(func(ctx context.Context, a Attempt) {
+		assert.Equal(t, "turn-7", ctx.Value(ctxKey{}), "the observer gets the request's context")
+		waitsBefore = append(waitsBefore, len(clk.Waits()))
 		attempts = append(attempts, a)
 	}))
 	ctx := context.WithValue(context.Background(), ctxKey{}, "turn-7")
-	req := newRequest(t, ctx, "POST", "https://bob:hunter2@api.example.com/v1/chat?key=secret#frag", []byte("{}"))
-	got := drive(t, tr, clk, req)
-	if got.err != nil {
-		t.Fatal(got.err)
-	}
-	got.resp.Body.Close()
+	resp, err := tr.RoundTrip(newRequest(t, ctx, "POST", "https://bob:hunter2@api.example.com/v1/chat?key=secret#frag", []byte("{}")))
+	require.NoError(t, err)
+	resp.Body.Close()
 
 	want := []Attempt{
 		{Try: 1, Status: 503, Class: Transient, Wait: 400 * time.Millisecond, From: FromBackoff, Outcome: Retrying},
 		{Try: 2, Status: 429, Class: Throttled, Wait: 5 * time.Second, From: FromRetryAfter, Outcome: Retrying},
 		{Try: 3, Status: 200, Class: Permanent, Outcome: Done},
 	}
-	if len(attempts) != len(want) {
-		t.Fatalf("got %d attempts, want %d: %+v", len(attempts), len(want), attempts)
+	require.Len(t, attempts, len(want))
+	call := attempts[0].Call
+	assert.NotZero(t, call, "a call number")
+	for i := range want {
+		want[i].Call, want[i].MaxTries, want[i].Method, want[i].URL, want[i].Elapsed = call, 3, "POST", "https://api.example.com/v1/chat", tryTime
 	}
-	for i, w := range want {
-		w.Call, w.MaxTries, w.Method, w.URL, w.Elapsed = attempts[0].Call, 3, "POST", "https://api.example.com/v1/chat", tryTime
-		if attempts[i] != w {
-			t.Errorf("attempt %d = %+v,\nwant %+v", i+1, attempts[i], w)
-		}
-		if startedBefore[i] != int32(i) { // try n is reported after n-1 waits, before the n-th
-			t.Errorf("attempt %d: observer called after %d waits began, want %d", i+1, startedBefore[i], i)
-		}
-	}
-	if attempts[0].Call == 0 {
-		t.Errorf("Call = 0, want a call number")
-	}
+	assert.Equal(t, want, attempts)
+	assert.Equal(t, []int{0, 1, 2}, waitsBefore, "try n is reported after n-1 waits, before the n-th")
+	assertWaits(t, []time.Duration{400 * time.Millisecond, 5 * time.Second}, clk.Waits())
+
 	// A second call gets another number.
-	got = drive(t, tr, clk, newRequest(t, ctx, "GET", "https://api.example.com/v1", nil))
-	got.resp.Body.Close()
-	if last := attempts[len(attempts)-1]; last.Call == attempts[0].Call {
-		t.Errorf("two calls share Call %d", last.Call)
-	}
+	resp, err = tr.RoundTrip(newRequest(t, ctx, "GET", "https://api.example.com/v1", nil))
+	require.NoError(t, err)
+	resp.Body.Close()
+	assert.NotEqual(t, call, attempts[len(attempts)-1].Call, "two calls share a number")
 }
 
 // TestClassifierGetsCallerRequest checks R2: the Classifier sees the
 // caller's request and context on every try, never a clone.
 func TestClassifierGetsCallerRequest(t *testing.T) {
-	clk := newFakeClock()
 	var seen []*http.Request
-	tr := New(newScript(status(503), status(503), status(200)), WithClock(clk), WithTryTimeout(time.Minute),
+	_, _, tr := scripted(replies{reply(503), reply(503), reply(200)}, WithTryTimeout(time.Minute),
 		WithClassifier(func(r *http.Request, resp *http.Response, err error) Class {
 			seen = append(seen, r)
 			return Classify(r, resp, err)
 		}))
 	req := newRequest(t, context.Background(), "POST", "https://api.example.com", []byte("x"))
-	got := drive(t, tr, clk, req)
-	if got.err != nil {
-		t.Fatal(got.err)
-	}
-	got.resp.Body.Close()
-	if len(seen) != 3 {
-		t.Fatalf("classifier called %d times, want 3", len(seen))
-	}
+	resp, err := tr.RoundTrip(req)
+	require.NoError(t, err)
+	resp.Body.Close()
+	require.Len(t, seen, 3, "classifier calls")
 	for i, r := range seen {
-		if r != req {
-			t.Errorf("try %d: classifier got %p, want the caller's request %p", i+1, r, req)
-		}
+		assert.Same(t, req, r, "try %d: the classifier gets the caller's request", i+1)
 	}
 }
 
 // TestLogs checks R14: a Warn entry per retry with its fields, and one
 // give-up entry when the transport stops after a failed try.
 func TestLogs(t *testing.T) {
-	clk := newFakeClock()
 	log, logs := logSink()
-	base := newScript(status(503), fail(errRefused), status(429, "Retry-After", "3"))
-	tr := New(base, WithClock(clk), WithBackoff(noJitter), WithLogger(log))
-	got := drive(t, tr, clk, newRequest(t, context.Background(), "POST", "https://u:p@api.example.com/v1/chat?key=k", []byte("{}")))
-	if got.err != nil {
-		t.Fatal(got.err)
-	}
-	got.resp.Body.Close()
+	_, _, tr := scripted(replies{reply(503), retryhttptest.Fail(errRefused), reply(429, "Retry-After", "3")}, WithLogger(log))
+	resp, err := tr.RoundTrip(newRequest(t, context.Background(), "POST", "https://u:p@api.example.com/v1/chat?key=k", []byte("{}")))
+	require.NoError(t, err)
+	resp.Body.Close()
 
-	type fields = map[string]any
-	want := []struct {
-		msg    string
-		fields fields
-	}{
-		{"llm transient failure — retrying", fields{"attempt": int64(1), "max": int64(2), "status": int64(503), "wait_ms": int64(400),
+	type (
+		fields = map[string]any
+		entry  struct {
+			Level, Msg string
+			Fields     fields
+		}
+	)
+	want := []entry{
+		{"warn", "llm transient failure — retrying", fields{"attempt": int64(1), "max": int64(2), "status": int64(503), "wait_ms": int64(400),
 			"wait_from": "backoff", "method": "POST", "url": "https://api.example.com/v1/chat"}},
-		{"llm transient failure — retrying", fields{"attempt": int64(2), "max": int64(2), "status": int64(0), "wait_ms": int64(800),
+		{"warn", "llm transient failure — retrying", fields{"attempt": int64(2), "max": int64(2), "status": int64(0), "wait_ms": int64(800),
 			"wait_from": "backoff", "method": "POST", "url": "https://api.example.com/v1/chat", "error": "dial tcp: connection refused"}},
-		{"llm transient failure — giving up", fields{"reason": "exhausted", "tries": int64(3), "waited_ms": int64(1200), "status": int64(429),
+		{"warn", "llm transient failure — giving up", fields{"reason": "exhausted", "tries": int64(3), "waited_ms": int64(1200), "status": int64(429),
 			"url": "https://api.example.com/v1/chat"}},
 	}
-	entries := logs.All()
-	if len(entries) != len(want) {
-		t.Fatalf("got %d log entries, want %d: %v", len(entries), len(want), entries)
+	var got []entry
+	for _, e := range logs.All() {
+		got = append(got, entry{e.Level.String(), e.Message, e.ContextMap()})
 	}
-	for i, w := range want {
-		e := entries[i]
-		if e.Message != w.msg || e.Level.String() != "warn" {
-			t.Errorf("entry %d = %s %q, want warn %q", i, e.Level, e.Message, w.msg)
-		}
-		if got := e.ContextMap(); !reflect.DeepEqual(got, w.fields) {
-			t.Errorf("entry %d fields = %v,\nwant %v", i, got, w.fields)
-		}
-	}
+	assert.Equal(t, want, got)
 }
 
 // TestNoLogsOnSuccessOrPermanentFailure: only retries and give-ups log.
 func TestNoLogsOnSuccessOrPermanentFailure(t *testing.T) {
-	for _, s := range []func(*http.Request) (*http.Response, error){status(200), status(404), fail(errNotFound)} {
-		clk := newFakeClock()
+	for _, r := range []retryhttptest.Reply{reply(200), reply(404), retryhttptest.Fail(errNotFound)} {
 		log, logs := logSink()
-		got := drive(t, New(newScript(s), WithClock(clk), WithLogger(log)), clk, newRequest(t, context.Background(), "GET", "https://api.example.com", nil))
-		if got.resp != nil {
-			got.resp.Body.Close()
+		_, _, tr := scripted(replies{r}, WithLogger(log))
+		if resp, _ := tr.RoundTrip(newRequest(t, context.Background(), "GET", "https://api.example.com", nil)); resp != nil {
+			resp.Body.Close()
 		}
-		if logs.Len() != 0 {
-			t.Errorf("got %d log entries, want none: %v", logs.Len(), logs.All())
-		}
+		assert.Empty(t, logs.All(), "status %d, error %v", r.Status, r.Err)
 	}
 }
 
 // TestCallerCancelIsNeverRetried checks R2 and R9: the caller's own cancel
-// ends the call with the base's error unchanged, on the first try.
+// ends the call with the base's error unchanged, on the first try. (A Script
+// would not count the try: it does not record a request whose context has
+// ended, as net/http would not send it.)
 func TestCallerCancelIsNeverRetried(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
-	clk := newFakeClock()
-	base := newScript(func(r *http.Request) (*http.Response, error) { return nil, r.Context().Err() })
-	got := drive(t, New(base, WithClock(clk)), clk, newRequest(t, ctx, "GET", "https://api.example.com", nil))
-	if got.err != context.Canceled {
-		t.Errorf("err = %v, want context.Canceled unchanged", got.err)
-	}
-	if base.tries() != 1 {
-		t.Errorf("tries = %d, want 1", base.tries())
-	}
+	tries := 0
+	base := roundTripperFunc(func(r *http.Request) (*http.Response, error) {
+		tries++
+		return nil, r.Context().Err()
+	})
+	_, err := New(base, WithClock(retryhttptest.NewClock())).RoundTrip(newRequest(t, ctx, "GET", "https://api.example.com", nil))
+	assert.Equal(t, context.Canceled, err, "the base's error, unchanged")
+	assert.Equal(t, 1, tries)
 }
 
 // TestCancelDuringWait checks R9: the caller's context ending during a wait
 // returns at once an *Error with Reason Canceled and the last status; the
 // Observer never sees Canceled, the log does.
 func TestCancelDuringWait(t *testing.T) {
-	clk := newFakeClock()
 	log, logs := logSink()
 	var outcomes []Outcome
-	tr := New(newScript(status(503, "Retry-After", "30"), status(200)), WithClock(clk), WithLogger(log),
+	clk, script, tr := scripted(replies{reply(503, "Retry-After", "30"), reply(200)}, WithLogger(log),
 		WithObserver(func(_ context.Context, a Attempt) { outcomes = append(outcomes, a.Outcome) }))
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	got := driveWith(t, tr, clk, newRequest(t, ctx, "GET", "https://api.example.com", nil), func(time.Duration) time.Duration {
-		clk.Add(10 * time.Second)
-		cancel()
-		return 0
-	})
+	clk.AfterFunc(10*time.Second, cancel) // ten seconds into the 30 s wait
+
+	resp, err := tr.RoundTrip(newRequest(t, ctx, "GET", "https://api.example.com", nil))
+	require.Nil(t, resp)
 	var e *Error
-	if !errors.As(got.err, &e) || !errors.Is(got.err, context.Canceled) {
-		t.Fatalf("err = %v, want *Error wrapping context.Canceled", got.err)
-	}
-	want := Error{Tries: 1, Waited: 10 * time.Second, Status: 503, RetryAfter: 30 * time.Second, Reason: Canceled, Err: context.Canceled}
-	if *e != want {
-		t.Errorf("Error = %+v, want %+v", *e, want)
-	}
-	if !slices.Equal(outcomes, []Outcome{Retrying}) {
-		t.Errorf("observer outcomes = %v, want [retrying]", outcomes)
-	}
+	require.ErrorAs(t, err, &e)
+	assert.ErrorIs(t, err, context.Canceled)
+	assert.Equal(t, Error{Tries: 1, Waited: 10 * time.Second, Status: 503, RetryAfter: 30 * time.Second, Reason: Canceled, Err: context.Canceled}, *e)
+	assert.Equal(t, 1, script.Len(), "tries")
+	assert.Equal(t, []Outcome{Retrying}, outcomes)
+	require.NotZero(t, logs.Len())
 	last := logs.All()[logs.Len()-1]
-	if last.Message != msgGivingUp || last.ContextMap()["reason"] != "canceled" {
-		t.Errorf("last log = %q %v, want a give-up with reason canceled", last.Message, last.ContextMap())
-	}
+	assert.Equal(t, msgGivingUp, last.Message)
+	assert.Equal(t, "canceled", last.ContextMap()["reason"])
 }
 
 // TestLoopbackConnectionReuse shows on a real server that three tries share
@@ -625,50 +528,36 @@ func TestLoopbackConnectionReuse(t *testing.T) {
 	base := &http.Transport{}
 	defer base.CloseIdleConnections()
 
-	clk := newFakeClock()
-	tr := New(base, WithClock(clk))
-	got := drive(t, tr, clk, newRequest(t, context.Background(), "GET", srv.URL+"/v1", nil))
-	if got.err != nil {
-		t.Fatal(got.err)
-	}
-	body, _ := io.ReadAll(got.resp.Body)
-	got.resp.Body.Close()
-	if string(body) != "ok" || hits.Load() != 3 {
-		t.Errorf("body %q after %d hits, want \"ok\" after 3", body, hits.Load())
-	}
-	if !slices.Equal(got.waits, []time.Duration{time.Second, time.Second}) {
-		t.Errorf("waits = %v, want the server's 1s twice", got.waits)
-	}
+	clk := retryhttptest.NewClock()
+	resp, err := New(base, WithClock(clk)).RoundTrip(newRequest(t, context.Background(), "GET", srv.URL+"/v1", nil))
+	require.NoError(t, err)
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	assert.Equal(t, "ok", string(body))
+	assert.EqualValues(t, 3, hits.Load(), "hits")
+	assertWaits(t, []time.Duration{time.Second, time.Second}, clk.Waits(), "the server's 1s, twice")
 	mu.Lock()
 	defer mu.Unlock()
-	if len(conns) != 1 {
-		t.Errorf("server saw %d connections, want 1 reused for all three tries", len(conns))
-	}
+	assert.Len(t, conns, 1, "one connection, reused for all three tries")
 }
 
 // TestCloseIdleConnections checks that the method reaches the base, and that
 // the retry path never calls it (R1).
 func TestCloseIdleConnections(t *testing.T) {
-	base := &idleCounter{script: newScript(status(503), status(503), status(200))}
-	clk := newFakeClock()
-	tr := New(base, WithClock(clk))
-	got := drive(t, tr, clk, newRequest(t, context.Background(), "GET", "https://api.example.com", nil))
-	if got.err != nil {
-		t.Fatal(got.err)
-	}
-	got.resp.Body.Close()
-	if base.closed != 0 {
-		t.Errorf("retries called CloseIdleConnections %d times, want 0", base.closed)
-	}
+	base := &idleCounter{Script: retryhttptest.NewScript(reply(503), reply(503), reply(200))}
+	tr := New(base, WithClock(retryhttptest.NewClock()))
+	resp, err := tr.RoundTrip(newRequest(t, context.Background(), "GET", "https://api.example.com", nil))
+	require.NoError(t, err)
+	resp.Body.Close()
+	assert.Equal(t, 3, base.Len(), "tries")
+	assert.Zero(t, base.closed, "CloseIdleConnections calls by the retries")
 	tr.CloseIdleConnections()
-	if base.closed != 1 {
-		t.Errorf("CloseIdleConnections reached the base %d times, want 1", base.closed)
-	}
+	assert.Equal(t, 1, base.closed, "CloseIdleConnections calls that reached the base")
 	New(roundTripperFunc(func(*http.Request) (*http.Response, error) { return nil, nil })).CloseIdleConnections() // no method: no panic
 }
 
 type idleCounter struct {
-	*script
+	*retryhttptest.Script
 	closed int
 }
 
@@ -676,14 +565,18 @@ func (b *idleCounter) CloseIdleConnections() { b.closed++ }
 
 func TestNewDefaults(t *testing.T) {
 	tr := New(nil, nil, WithClock(nil), WithLogger(nil), WithClassifier(nil), WithTryTimeout(-time.Second))
-	if tr.base != http.DefaultTransport {
-		t.Errorf("base = %v, want http.DefaultTransport", tr.base)
-	}
+	assert.Same(t, http.DefaultTransport, tr.base)
 	c := tr.cfg
-	if c.maxRetries != 2 || c.backoff != DefaultBackoff || c.clock == nil || c.logger == nil ||
-		c.classify == nil || c.observe != nil || c.tryTimeout != 0 || c.idempotencyKey || c.quota != nil {
-		t.Errorf("defaults = %+v", c)
-	}
+	assert.Equal(t, 2, c.maxRetries)
+	assert.Equal(t, DefaultBackoff, c.backoff)
+	assert.NotNil(t, c.clock)
+	assert.NotNil(t, c.logger)
+	assert.NotNil(t, c.classify)
+	assert.Nil(t, c.observe)
+	assert.Zero(t, c.tryTimeout)
+	assert.False(t, c.idempotencyKey)
+	assert.Nil(t, c.quota)
+	assert.Nil(t, c.cooldown)
 }
 
 // TestConcurrentUse runs many calls through one Transport at once: every
@@ -706,8 +599,8 @@ func TestConcurrentUse(t *testing.T) {
 	tr := New(base, WithBackoff(Backoff{}), WithObserver(func(_ context.Context, a Attempt) {
 		mu.Lock()
 		defer mu.Unlock()
-		if other, ok := numbers[a.Call]; ok && other != a.URL {
-			t.Errorf("calls %s and %s share Call %d", other, a.URL, a.Call)
+		if other, ok := numbers[a.Call]; ok {
+			assert.Equal(t, other, a.URL, "two calls share Call %d", a.Call)
 		}
 		numbers[a.Call] = a.URL
 	}))
@@ -761,15 +654,13 @@ func TestCallNumbersUnique(t *testing.T) {
 // TestMaxRetriesUnlimited: WithMaxRetries(math.MaxInt) retries without a
 // limit but the wait's fit, and tells the Observer so (R3): no overflow.
 func TestMaxRetriesUnlimited(t *testing.T) {
-	clk := newFakeClock()
 	var attempts []Attempt
-	replies := []func(*http.Request) (*http.Response, error){status(503), status(503), status(503), status(503), status(503), status(200)}
-	tr := New(newScript(replies...), WithClock(clk), WithMaxRetries(math.MaxInt),
+	_, _, tr := scripted(replies{reply(503), reply(503), reply(503), reply(503), reply(503), reply(200)}, WithMaxRetries(math.MaxInt),
 		WithObserver(func(_ context.Context, a Attempt) { attempts = append(attempts, a) }))
-	got := drive(t, tr, clk, newRequest(t, context.Background(), "GET", "https://api.example.com", nil))
-	require.NoError(t, got.err)
-	got.resp.Body.Close()
-	assert.Equal(t, 200, got.resp.StatusCode)
+	resp, err := tr.RoundTrip(newRequest(t, context.Background(), "GET", "https://api.example.com", nil))
+	require.NoError(t, err)
+	resp.Body.Close()
+	assert.Equal(t, 200, resp.StatusCode)
 	require.Len(t, attempts, 6)
 	for _, a := range attempts {
 		assert.Equal(t, math.MaxInt, a.MaxTries)
@@ -801,7 +692,7 @@ func TestObserverPanicLeaksNothing(t *testing.T) {
 				fresh = &trackedBody{r: strings.NewReader("{}")}
 				return fresh, nil
 			}
-			tr := New(base, WithClock(newFakeClock()), WithObserver(func(context.Context, Attempt) { panic("observer bug") }))
+			tr := New(base, WithClock(retryhttptest.NewClock()), WithObserver(func(context.Context, Attempt) { panic("observer bug") }))
 			assert.PanicsWithValue(t, "observer bug", func() { _, _ = tr.RoundTrip(req) })
 			assert.EqualValues(t, 1, respBody.closed.Load(), "the try's response is closed")
 			if tc.status != 200 {
@@ -847,17 +738,19 @@ func TestStalledErrorBodyNeverHoldsTheCall(t *testing.T) {
 		{"try timeout", []Option{WithTryTimeout(2 * time.Second)}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			clk := newFakeClock()
 			stalled := newStalledBody()
-			base := newScript(func(*http.Request) (*http.Response, error) {
-				return &http.Response{StatusCode: 503, Header: http.Header{}, Body: stalled, ContentLength: -1}, nil
-			}, status(200))
-			tr := New(base, append([]Option{WithClock(clk)}, tc.opts...)...)
-			got := drive(t, tr, clk, newRequest(t, context.Background(), "GET", "https://api.example.com", nil))
-			require.NoError(t, got.err)
-			got.resp.Body.Close()
-			assert.Equal(t, 200, got.resp.StatusCode, "the retry's answer")
-			assert.Equal(t, 2, base.tries())
+			script := retryhttptest.NewScript(reply(503), reply(200))
+			base := &spy{script: script, edit: func(try int, resp *http.Response) {
+				if try == 1 {
+					resp.Body, resp.ContentLength = stalled, -1
+				}
+			}}
+			tr := New(base, append([]Option{WithClock(retryhttptest.NewClock())}, tc.opts...)...)
+			resp, err := tr.RoundTrip(newRequest(t, context.Background(), "GET", "https://api.example.com", nil))
+			require.NoError(t, err)
+			resp.Body.Close()
+			assert.Equal(t, 200, resp.StatusCode, "the retry's answer")
+			assert.Equal(t, 2, script.Len(), "tries")
 			assert.EqualValues(t, 1, stalled.closed.Load(), "the stalled body is closed once")
 		})
 	}
