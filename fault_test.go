@@ -432,6 +432,9 @@ func TestFaultDrainBeforeRetry(t *testing.T) {
 			resp, err := tr.RoundTrip(newRequest(t, context.Background(), http.MethodGet, srv.URL, nil))
 			assert.Less(t, time.Since(start), 5*time.Second, "the call's real time")
 			require.NoError(t, err, "the last 503")
+			// Closed on every path: a failure below must not leave an endless
+			// body open, or the server's Close would wait on it forever.
+			defer resp.Body.Close()
 			require.Len(t, base.bodies, 3, "responses")
 			for i, b := range base.bodies[:2] {
 				assert.Equal(t, tc.wantRead, b.n.Load(), "try %d: bytes of the body the transport read", i+1)
