@@ -24,6 +24,10 @@ const maxDrain = 64 << 10
 // connection, and a test's mock clock must not make a stalled body hang.
 const bodyTimeout = 40 * time.Millisecond
 
+// reuseGrace is the least a drain gets before a retry, even when the wait
+// before it is shorter: enough for an error page already on its way.
+const reuseGrace = time.Millisecond
+
 // readAhead reads the start of a response body (at most maxDrain bytes) on
 // a goroutine of its own, so that the transport can wait for it with a
 // bound and walk away from a body that stalls: closing the body ends the

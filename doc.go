@@ -69,8 +69,10 @@
 // a retry never sends an empty or partial body. Before a retry the failed
 // response's body is drained, at most 64 KiB, and closed, so the connection
 // is reused. The transport never waits on a body it will not hand back: the
-// drain overlaps the wait and is abandoned when the wait ends, and where no
-// wait follows it costs at most 40 ms of real time. This bound is on the real
+// drain overlaps the wait and is abandoned when the wait ends (a wait shorter
+// than 1 ms, such as a zero backoff's, gives it 1 ms all the same, so that an
+// error page on its way keeps its connection), and where no wait follows it
+// costs at most 40 ms of real time. This bound is on the real
 // clock, not the transport's: what it bounds is a real connection.
 //
 // R11, idempotency: see WithIdempotencyKey. R12, retry storms: see Quota.

@@ -405,8 +405,11 @@ func (t *Transport) roundTrip(req *http.Request, first *tried) (*http.Response, 
 		if resp != nil {
 			// The wait runs from the response; the drain overlaps it, and
 			// is abandoned when it ends or after bodyTimeout, whichever
-			// comes first.
-			discard(ctx, resp, min(d.wait-clk.Since(now), bodyTimeout))
+			// comes first. A wait shorter than reuseGrace (a zero backoff)
+			// gives the drain reuseGrace all the same: an error page that
+			// is a moment from whole keeps its connection, which costs a
+			// provider's TLS handshake far more than a millisecond to redo.
+			discard(ctx, resp, min(max(d.wait-clk.Since(now), reuseGrace), bodyTimeout))
 			spent := min(clk.Since(now), d.wait)
 			if ctx.Err() != nil {
 				unused, ok = max(d.wait-spent, 0), false
