@@ -214,11 +214,7 @@ func TestFaultRetryAfterForms(t *testing.T) {
 	}
 	fixed := func(kv ...string) func(time.Time) http.Header {
 		return func(time.Time) http.Header {
-			h := http.Header{}
-			for i := 0; i < len(kv); i += 2 {
-				h.Set(kv[i], kv[i+1])
-			}
-			return h
+			return headerOf(kv...)
 		}
 	}
 	for _, tc := range []struct {

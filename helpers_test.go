@@ -173,16 +173,21 @@ func drive(t *testing.T, tr http.RoundTripper, clk *fakeClock, req *http.Request
 	}
 }
 
+// headerOf builds a Header from name, value pairs, as Header.Add does.
+func headerOf(kv ...string) http.Header {
+	h := http.Header{}
+	for i := 0; i+1 < len(kv); i += 2 {
+		h.Add(kv[i], kv[i+1])
+	}
+	return h
+}
+
 // respond returns a response as a base would: status, headers and a body.
 func respond(status int, body string, header ...string) *http.Response {
-	h := http.Header{}
-	for i := 0; i+1 < len(header); i += 2 {
-		h.Add(header[i], header[i+1])
-	}
 	return &http.Response{
 		StatusCode:    status,
 		Status:        http.StatusText(status),
-		Header:        h,
+		Header:        headerOf(header...),
 		Body:          io.NopCloser(strings.NewReader(body)),
 		ContentLength: int64(len(body)),
 		Proto:         "HTTP/1.1", ProtoMajor: 1, ProtoMinor: 1,

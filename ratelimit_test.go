@@ -149,11 +149,7 @@ func TestParseRateLimitReset(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			h := http.Header{}
-			for i := 0; i+1 < len(tt.header); i += 2 {
-				h.Add(tt.header[i], tt.header[i+1])
-			}
-			got, ok := ParseRateLimitReset(h, now)
+			got, ok := ParseRateLimitReset(headerOf(tt.header...), now)
 			assert.Equal(t, tt.want, got, "ParseRateLimitReset(%q)", tt.header)
 			assert.Equal(t, tt.wantOK, ok, "ParseRateLimitReset(%q) ok", tt.header)
 		})

@@ -61,11 +61,7 @@ func TestParseRetryAfter(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			h := http.Header{}
-			for i := 0; i+1 < len(tt.header); i += 2 {
-				h.Add(tt.header[i], tt.header[i+1])
-			}
-			got, ok := ParseRetryAfter(h, now)
+			got, ok := ParseRetryAfter(headerOf(tt.header...), now)
 			assert.Equal(t, tt.want, got, "ParseRetryAfter(%q)", tt.header)
 			assert.Equal(t, tt.wantOK, ok, "ParseRetryAfter(%q): ok", tt.header)
 		})

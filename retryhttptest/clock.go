@@ -245,21 +245,10 @@ func (c *deadlineCtx) Err() error {
 // clock at that function's instant, and reports true.
 func (c *Clock) advance(end time.Time, stopAtRun bool) (ran bool) {
 	for {
-		c.mu.Lock()
-		if len(c.pending) == 0 || c.pending[0].at.After(end) {
-			if end.After(c.now) {
-				c.now = end
-			}
-			c.mu.Unlock()
+		e := c.pop(end, true)
+		if e == nil {
 			return false
 		}
-		e := c.pending[0]
-		c.pending[0] = nil
-		c.pending = c.pending[1:]
-		if e.at.After(c.now) {
-			c.now = e.at
-		}
-		c.mu.Unlock()
 		if e.timer.Stop() { // its owner had not stopped it: it is due
 			e.f()
 			if stopAtRun {
@@ -269,13 +258,17 @@ func (c *Clock) advance(end time.Time, stopAtRun bool) (ran bool) {
 	}
 }
 
-// runNext moves the clock to the next function due, whenever that is, and
-// runs it unless its owner stopped it. It reports false when none is pending.
-func (c *Clock) runNext() bool {
+// pop takes the next function due and moves the clock to its instant; nil
+// when none is pending or, when bounded, none is due by end (then the clock
+// moves to end).
+func (c *Clock) pop(end time.Time, bounded bool) *due {
 	c.mu.Lock()
-	if len(c.pending) == 0 {
-		c.mu.Unlock()
-		return false
+	defer c.mu.Unlock()
+	if len(c.pending) == 0 || bounded && c.pending[0].at.After(end) {
+		if bounded && end.After(c.now) {
+			c.now = end
+		}
+		return nil
 	}
 	e := c.pending[0]
 	c.pending[0] = nil
@@ -283,7 +276,16 @@ func (c *Clock) runNext() bool {
 	if e.at.After(c.now) {
 		c.now = e.at
 	}
-	c.mu.Unlock()
+	return e
+}
+
+// runNext moves the clock to the next function due, whenever that is, and
+// runs it unless its owner stopped it. It reports false when none is pending.
+func (c *Clock) runNext() bool {
+	e := c.pop(time.Time{}, false)
+	if e == nil {
+		return false
+	}
 	if e.timer.Stop() {
 		e.f()
 	}
