@@ -231,12 +231,21 @@ func TestCooldownThroughTheTransport(t *testing.T) {
 	})
 
 	t.Run("the hold is logged", func(t *testing.T) {
-		clk, cd, _, tr, logged := newCdEnv(t, []retryhttptest.Reply{ok})
+		clk := retryhttptest.NewClock()
+		cd := NewCooldown(nil)
+		log, logs := logSink()
+		tr := New(retryhttptest.NewScript(ok).WithClock(clk), WithClock(clk), WithCooldown(cd), WithLogger(log))
 		cd.settle(origin, nil, clk.Now(), signal{until: clk.Now().Add(3 * time.Second)}, nil)
-		resp, err := tr.RoundTrip(get(context.Background()))
+		req := get(context.Background())
+		req.URL.RawQuery = "key=secret"
+		resp, err := tr.RoundTrip(req)
 		require.NoError(t, err)
 		resp.Body.Close()
-		assert.Equal(t, 1, logged(msgHolding))
+		entries := logs.FilterMessage(msgHolding).All()
+		require.Len(t, entries, 1)
+		assert.Equal(t, map[string]any{
+			"wait_ms": int64(3000), "wait_from": "cooldown", "method": "GET", "url": origin + "/v1/chat",
+		}, entries[0].ContextMap(), "R14: the fields, and no query")
 	})
 
 	t.Run("a retry waits the largest of backoff, ask and cooldown", func(t *testing.T) {
