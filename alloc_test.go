@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"runtime"
 	"testing"
+	"time"
 )
 
 // TestHappyPathAllocatesNothing checks R16 as a count, not a time: a
@@ -33,6 +34,46 @@ func TestHappyPathAllocatesNothing(t *testing.T) {
 			})
 			if allocs != 0 {
 				t.Errorf("first-try success allocates %v times per call, want 0", allocs)
+			}
+		})
+	}
+}
+
+// TestCooldownHappyPathAllocatesNothing: with a Cooldown, a first-try
+// success carrying a provider's usual rate-limit headers allocates nothing,
+// and nor does a call to a key while another key is watched (R16, R17).
+func TestCooldownHappyPathAllocatesNothing(t *testing.T) {
+	ok := &http.Response{StatusCode: 200, Body: http.NoBody, Header: http.Header{
+		"X-Ratelimit-Limit-Requests":     {"500"},
+		"X-Ratelimit-Remaining-Requests": {"0"},
+		"X-Ratelimit-Reset-Requests":     {"120ms"},
+		"Content-Type":                   {"application/json"},
+	}}
+	var base http.RoundTripper = roundTripperFunc(func(*http.Request) (*http.Response, error) { return ok, nil })
+	for _, tc := range []struct {
+		name    string
+		watched string // a key the Cooldown watches
+	}{
+		{"nothing watched", ""},
+		{"another key watched", "https://other.example.com"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			cd := NewCooldown(nil)
+			tr := New(base, WithCooldown(cd))
+			if tc.watched != "" {
+				holdFor(cd, tc.watched, time.Now(), time.Hour)
+			}
+			req := newRequest(t, context.Background(), http.MethodPost, "https://api.example.com/v1/chat", []byte(`{"q":1}`))
+			allocs := testing.AllocsPerRun(1000, func() {
+				if _, err := tr.RoundTrip(req); err != nil {
+					t.Fatal(err)
+				}
+			})
+			if allocs != 0 {
+				t.Errorf("first-try success allocates %v times per call, want 0", allocs)
+			}
+			if tc.watched == "" && cd.size() != 0 {
+				t.Errorf("a success in free flow armed the Cooldown")
 			}
 		})
 	}

@@ -54,6 +54,21 @@ func benchResponse(status int) *http.Response {
 	}
 }
 
+// openAIHeaders are what OpenAI sends with a success.
+func openAIHeaders() http.Header {
+	return http.Header{
+		"Content-Type":                   {"application/json"},
+		"Openai-Processing-Ms":           {"412"},
+		"X-Request-Id":                   {"req_0123456789abcdef"},
+		"X-Ratelimit-Limit-Requests":     {"500"},
+		"X-Ratelimit-Limit-Tokens":       {"30000"},
+		"X-Ratelimit-Remaining-Requests": {"499"},
+		"X-Ratelimit-Remaining-Tokens":   {"29950"},
+		"X-Ratelimit-Reset-Requests":     {"120ms"},
+		"X-Ratelimit-Reset-Tokens":       {"100ms"},
+	}
+}
+
 const benchURL = "https://api.example.com/v1/chat/completions"
 
 func benchGet(b *testing.B, ctx context.Context) *http.Request {
@@ -149,9 +164,25 @@ func BenchmarkHappyPath(b *testing.B) {
 		{"budget+deadline+quota", WithBudget(deadline, NewBudget(PublicTierMaxWait)), []Option{WithQuota(NewQuota(10, 0.1))}},
 		{"try-timeout", context.Background(), []Option{WithTryTimeout(time.Minute)}},
 	}...)
+	// A Cooldown with a provider's usual headers on the success (read only
+	// for a key the Cooldown watches), and with another key watched.
+	watching := NewCooldown(nil)
+	holdFor(watching, "https://other.example.com", time.Now(), time.Hour)
+	cases = append(cases, []struct {
+		name string
+		ctx  context.Context
+		opts []Option
+	}{
+		{"cooldown+headers", context.Background(), []Option{WithCooldown(NewCooldown(nil))}},
+		{"cooldown+other-key-watched", context.Background(), []Option{WithCooldown(watching)}},
+	}...)
 	for _, bc := range cases {
 		b.Run(bc.name, func(b *testing.B) {
-			tr := New(benchBase(http.StatusOK), bc.opts...)
+			base := benchBase(http.StatusOK)
+			if bc.name == "cooldown+headers" {
+				base.(*benchStub).resp.Header = openAIHeaders()
+			}
+			tr := New(base, bc.opts...)
 			url := benchURL
 			if bc.name == "http" {
 				url = "http://api.example.com/v1/chat/completions"

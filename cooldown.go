@@ -2,7 +2,6 @@ package retryhttp
 
 import (
 	"net/http"
-	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -17,103 +16,112 @@ import (
 // wait"), so the other calls to that provider hold too instead of each
 // collecting its own 429 (R17).
 //
-// It remembers, per key, until when the provider asked clients not to come
-// back. The key is by default the request URL's scheme://host, lowercased;
-// NewCooldown takes any other (per model, per API key, ...). It is armed,
-// forward only (a shorter signal never shortens it), by the server's ask
-// (Retry-After, retry-after-ms, or a body's retryDelay) on a Transient or
-// Throttled response, and by an exhausted rate limit (ParseRateLimitReset) on
-// any response, a success included.
+// It keeps, per key, until when the provider asked clients not to come back,
+// and how fast to send once it has limited them. The key is by default the
+// request URL's scheme://host, lowercased; NewCooldown takes any other (per
+// model, per API key, ...).
 //
-// Before every try, the first included, a call whose key is cooling waits
-// for the rest of the cooldown. That hold is a wait like any other: it must
-// fit the deadline and the Budget, it is charged to the Budget, and it ends
-// when the caller's context does; a hold that does not fit sends nothing and
-// the call fails with ErrRateLimited.
+// The hold. The server's ask (Retry-After, retry-after-ms, or a body's
+// retryDelay) on a failed try, and an exhausted rate limit's reset
+// (ParseRateLimitReset) on any answer the Cooldown reads, hold every call to
+// the key, forward only, for all of the wait when it is longer than the
+// resolution of its form: Retry-After: 20 holds every call 20 s, and
+// retry-after-ms: 20 holds every call 20 ms. A wait within one resolution (a
+// whole-second Retry-After: 1 may mean a millisecond; so may a whole-second
+// reset) holds only the call that got it, which never retries before its
+// ask ends; the others go at the paced rate.
 //
-// When a cooldown ends, the calls held by it do not all send at once:
-// one call goes first (the probe) and the others wait for its answer. If the
-// answer arms the cooldown again, they hold again. If it carries the
-// provider's count of requests remaining (x-ratelimit-remaining-requests,
-// anthropic-ratelimit-requests-remaining, RateLimit-Remaining), that many
-// calls go, less those already on their way; when the count covers every
-// call to the key in progress (those waiting between tries included), or the
-// answer is a success with no count, the key is free again. With no answer
-// after a second, one more call goes: a provider refuses a rate-limited
-// request at once, so a slow answer means the probe was let through. The
-// goodput benchmark in bench/ chose this over releasing everyone at once and
-// over spreading the released calls at random (bench/RESULTS.md).
+// The pace. A key that the provider limits (a 429, a Throttled try, or a
+// failed try with an ask) is paced from then on: its calls send one at a
+// time, first come first served, at the provider's rate. The rate is the
+// provider's word when it gives its counts at a useful resolution
+// (x-ratelimit-limit/remaining/reset-requests, the anthropic-ratelimit-
+// requests- and IETF RateLimit- equivalents: limit − remaining requests in
+// the reset window); otherwise it is learned: it grows with each success
+// (fast until the first 429, then by 0.05%) and a 429 to a send paced at
+// the current rate cuts it by 15% and pauses the key four slots. A key not limited for 5 s, with nobody waiting,
+// flows freely again.
+//
+// Every wait a Cooldown imposes, hold or slot, is known when it starts and is
+// a wait like any other: it must fit the deadline and the Budget, it is
+// charged to the Budget, and it ends when the caller's context does. A wait
+// that does not fit sends nothing: the call fails at once with
+// ErrRateLimited. No call ever waits for another call's answer.
+//
+// What it costs. A call to a key that is not paced or held pays a map lookup
+// (one atomic load when no key is); its success is handed back unread, so a
+// first try costs what it costs without a Cooldown (R16). Only the answers to
+// a key the Cooldown watches, and every failed try, are read for it.
 //
 // The zero Cooldown is not usable; make one with NewCooldown. A Cooldown is
 // safe for concurrent use by multiple goroutines. Transports sharing a
 // Cooldown should share one clock: its times are read on the clock of the
-// first Transport made with it. Memory stays bounded: an entry goes when its
-// key is free again or its cooldown is long past, and at most 4096 keys cool
-// at once (a signal for another key is then ignored).
+// first Transport made with it. Memory stays bounded: a key goes when it has
+// nothing left to say, and at most 4096 keys are watched at once (a signal
+// for another key is then ignored).
 type Cooldown struct {
 	key   func(*http.Request) string
 	clock atomic.Pointer[clock.Clock] // bound by the first Transport (New)
 
-	// active counts entries, so that a call to a provider nobody has heard
-	// from pays one atomic load and no lock (R16).
-	active    atomic.Int64
-	mu        sync.Mutex
-	m         map[string]*cooling
-	swept     int       // len(m) after the last sweep
-	lastSweep time.Time // of the last sweep
+	// watched is the map of keys, copied on write: a call reads it with one
+	// atomic load and no lock (R16), and it changes only when a key is
+	// limited for the first time or goes.
+	watched atomic.Pointer[map[string]*cooling]
+	mu      sync.Mutex // serializes writers of watched
+	sweep   bool       // a sweep is scheduled; mu is held to read or write it
+	// fullSweep is when a new key last found the map full and looked for
+	// room; mu is held.
+	fullSweep time.Time
 }
 
-// cooling is the state of one key.
+// cooling is one watched key.
 type cooling struct {
-	until time.Time // no call sends before this
-	// After until, sends are admitted by permits: the probe's first, then
-	// as many as the provider says remain.
-	gated    bool
-	permits  int
-	inflight int // admitted sends with no answer yet
-	waiters  int // calls waiting for an answer
-	// members counts the calls in progress that have met this entry (held,
-	// admitted, or answered into it), those sleeping between tries
-	// included: the key goes free only when the provider has room for all.
-	members  int
-	lastSend time.Time     // of the last admitted send (for the probe grace)
-	wake     chan struct{} // closed, and replaced, when waiters should look again
+	mu   sync.Mutex
+	lane lane
 }
 
-const (
-	// probeGrace is how long an admitted send may go unanswered before one
-	// more call is let through.
-	probeGrace = time.Second
-	// maxCoolingKeys bounds the memory of a Cooldown.
-	maxCoolingKeys = 4096
-)
+// maxCoolingKeys bounds the memory of a Cooldown.
+const maxCoolingKeys = 4096
+
+// sweepEvery is how often, in real time, the keys are looked over for one
+// that has gone quiet, while any is watched.
+const sweepEvery = time.Second
 
 // NewCooldown returns a Cooldown with nothing cooling. key maps a request (the
 // caller's, with its context) to the provider limit it counts against; nil
 // means the request URL's scheme://host, lowercased. A key function that
 // returns "" leaves that request out: it neither holds nor arms.
 func NewCooldown(key func(*http.Request) string) *Cooldown {
-	return &Cooldown{key: key, m: make(map[string]*cooling)}
+	return &Cooldown{key: key}
 }
 
-// WithCooldown makes every call hold while its key is cooling, and lets its
-// responses arm c (R17). c may be shared by many Transports. The default, and
-// nil, is no Cooldown: each call learns of a rate limit on its own.
+// WithCooldown makes every call hold and pace while its key is cooling, and
+// lets its answers arm c (R17). c may be shared by many Transports. The
+// default, and nil, is no Cooldown: each call learns of a rate limit on its
+// own.
 func WithCooldown(c *Cooldown) Option {
 	return func(cfg *config) { cfg.cooldown = c }
 }
 
-// Until returns the end of key's cooldown: the zero Time when key is not
-// cooling (never armed, or its cooldown is over).
+// Until returns the end of key's hold: the zero Time when key is not held
+// (never limited, its hold is over, or it is only paced).
 func (c *Cooldown) Until(key string) time.Time {
-	if c == nil || c.active.Load() == 0 {
+	if c == nil {
+		return time.Time{}
+	}
+	m := c.watched.Load()
+	if m == nil {
+		return time.Time{}
+	}
+	e := (*m)[key]
+	if e == nil {
 		return time.Time{}
 	}
 	now := c.now()
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if e := c.m[key]; e != nil && e.until.After(now) {
-		return e.until
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.lane.until.After(now) {
+		return e.lane.until
 	}
 	return time.Time{}
 }
@@ -130,204 +138,233 @@ func (c *Cooldown) now() time.Time {
 	return time.Now()
 }
 
+// find returns the watched entry of req's key, nil when its key is not
+// watched or is "". With the default key it allocates nothing: the key is
+// built on the stack, and a map index by string(bytes) does not copy.
+func (c *Cooldown) find(req *http.Request) *cooling {
+	m := c.watched.Load()
+	if m == nil || len(*m) == 0 {
+		return nil
+	}
+	if c.key != nil {
+		return (*m)[c.key(req)]
+	}
+	var buf [96]byte
+	k := appendOriginKey(buf[:0], req)
+	if k == nil {
+		return nil
+	}
+	return (*m)[string(k)]
+}
+
 // keyOf returns the key of req, or "" when req is left out.
 func (c *Cooldown) keyOf(req *http.Request) string {
 	if c.key != nil {
 		return c.key(req)
 	}
+	return string(appendOriginKey(nil, req))
+}
+
+// appendOriginKey appends req's scheme://host, lowercased, to b; nil when
+// the URL has no host.
+func appendOriginKey(b []byte, req *http.Request) []byte {
 	u := req.URL
 	if u.Host == "" {
-		return ""
+		return nil
 	}
-	return strings.ToLower(u.Scheme) + "://" + strings.ToLower(u.Host)
+	b = appendLower(b, u.Scheme)
+	b = append(b, "://"...)
+	return appendLower(b, u.Host)
 }
 
-// admission is what a call must do before a try.
-type admission struct {
-	hold time.Duration   // > 0: wait this long on the clock, then ask again
-	wake <-chan struct{} // non-nil: wait for another call's answer (at most grace), then ask again
-	// grace is how long the wait for an answer may last before one more
-	// call is let through.
-	grace time.Duration
-	entry *cooling // the entry that admitted the send, for settle; nil in free flow
+func appendLower(b []byte, s string) []byte {
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if 'A' <= c && c <= 'Z' {
+			c += 'a' - 'A'
+		}
+		b = append(b, c)
+	}
+	return b
 }
 
-// member is a call's membership of the entry it last met.
-type member struct{ e *cooling }
-
-// join makes the call of m a member of e. c.mu is held.
-func (m *member) join(e *cooling) {
-	if m == nil || m.e == e {
-		return
+// reserve gives a send of e's key its slot at now, if the wait for it fits:
+// it must be shorter than left, and charge (the Budget's, when the call has
+// one) must accept it. ok false takes nothing.
+func (e *cooling) reserve(now time.Time, left time.Duration, charge func(time.Duration) bool) (w time.Duration, fromHold, ok bool) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	w = e.lane.wait(now)
+	fromHold = e.lane.until.After(now) && !e.lane.next.After(e.lane.until)
+	if w > 0 && (w >= left || !charge(w)) {
+		return w, fromHold, false
 	}
-	if m.e != nil {
-		m.e.members--
-	}
-	e.members++
-	m.e = e
+	e.lane = e.lane.take(now, w)
+	return w, fromHold, true
 }
 
-// leave ends the membership of a call that is over.
-func (c *Cooldown) leave(m *member) {
-	if m.e == nil {
-		return
-	}
-	c.mu.Lock()
-	m.e.members--
-	m.e = nil
-	c.mu.Unlock()
+// release gives back the slot of a send that reserved at now, waited w and
+// did not go.
+func (e *cooling) release(now time.Time, w time.Duration) {
+	e.mu.Lock()
+	e.lane = e.lane.untake(now, w)
+	e.mu.Unlock()
 }
 
-// admit tells the call of m, with key, what to do before a try at now.
-func (c *Cooldown) admit(key string, now time.Time, m *member) admission {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	e := c.m[key]
+// holdLeft is what is left at now of e's hold; 0 when none.
+func (e *cooling) holdLeft(now time.Time) time.Duration {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return max(e.lane.until.Sub(now), 0)
+}
+
+// hear records what an answer for req says. e is req's entry, nil when its
+// key was not watched; an answer that limits arms the key.
+func (c *Cooldown) hear(req *http.Request, e *cooling, now time.Time, h heard) {
 	if e == nil {
-		return admission{} // free flow
-	}
-	m.join(e)
-	if now.Before(e.until) {
-		return admission{hold: e.until.Sub(now)}
-	}
-	if !e.gated {
-		// The cooldown just ended: one probe goes first.
-		e.gated, e.permits = true, 1
-	}
-	if e.permits == 0 {
-		if since := now.Sub(e.lastSend); since < probeGrace {
-			// No permit: wait for an answer that brings some, or for the
-			// grace since the last send (an answer that brought none, a
-			// 429 with no ask or an error, lets one more go only then).
-			e.waiters++
-			return admission{wake: e.wake, grace: probeGrace - since}
+		if !h.limited && !(h.hasAsk && h.ask > 0) && !(h.hasReset && h.reset > 0) {
+			return // free flow, nothing to arm: no lock (R16)
 		}
-	}
-	// A permit, or the grace has passed: go.
-	e.permits = max(e.permits-1, 0)
-	e.inflight++
-	e.lastSend = now
-	return admission{entry: e}
-}
-
-// unwait undoes the waiters count of an admission that waited.
-func (c *Cooldown) unwait(key string) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if e := c.m[key]; e != nil && e.waiters > 0 {
-		e.waiters--
-	}
-}
-
-// signal is what one answer says about its key.
-type signal struct {
-	until     time.Time // the provider asks for no call before this; zero when it does not
-	remaining int64     // requests the provider says remain
-	counted   bool      // remaining is known
-	ok        bool      // the answer is a response that is not a rate limit (not 429)
-}
-
-// settle records the answer to a send that admit let through (entry is the
-// admission's; nil in free flow) and what it says about key.
-func (c *Cooldown) settle(key string, entry *cooling, now time.Time, s signal, m *member) {
-	if entry == nil && s.until.IsZero() {
-		return // free flow and nothing to arm: no lock on the happy path
-	}
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	e := c.m[key]
-	if entry != nil && entry == e {
-		e.inflight--
-	}
-	if s.until.After(now) {
-		if e == nil {
-			if !c.room(now) {
-				return // bounded memory: this key goes unshared
-			}
-			e = &cooling{wake: make(chan struct{})}
-			c.m[key] = e
-			c.active.Add(1)
-		}
-		m.join(e)
-		if s.until.After(e.until) { // forward only
-			// Those waiting for an answer hold again; when the cooldown
-			// ends, one probe goes first.
-			e.until = s.until
-			e.gated, e.permits = false, 0
-			e.wakeAll()
-		}
-		return
-	}
-	if e == nil || !e.gated || entry != e {
-		return // an answer from before the cooldown ended says nothing about the gate
-	}
-	switch {
-	case s.counted:
-		e.permits = max(int(min(s.remaining, maxCoolingKeys*16))-e.inflight, 0)
-		if e.permits >= e.members {
-			c.free(key, e) // room for every call of the key in progress
+		key := c.keyOf(req)
+		if key == "" {
 			return
 		}
-		if e.permits > 0 {
-			e.wakeAll()
-		}
-	case s.ok:
-		c.free(key, e) // a success, and no count to pace by
-	}
-	// A 429 with no ask, or a transport error: nothing more goes until the
-	// grace says so.
-}
-
-// free drops key's entry: calls to it go freely again.
-func (c *Cooldown) free(key string, e *cooling) {
-	delete(c.m, key)
-	c.active.Add(-1)
-	e.wakeAll()
-}
-
-func (e *cooling) wakeAll() {
-	close(e.wake)
-	e.wake = make(chan struct{})
-}
-
-// room makes room for a new entry if it can: it sweeps when the map has
-// doubled since the last sweep (so that entries of keys nobody calls again
-// do not pile up), and when it is full, at most once a second (so that a
-// full map of live entries costs no sweep per signal). c.mu is held.
-func (c *Cooldown) room(now time.Time) bool {
-	full := len(c.m) >= maxCoolingKeys
-	if len(c.m) > 2*c.swept+16 || full && now.Sub(c.lastSweep) >= time.Second {
-		c.sweep(now)
-	}
-	return len(c.m) < maxCoolingKeys
-}
-
-// sweep drops the entries no call needs any more. c.mu is held.
-func (c *Cooldown) sweep(now time.Time) {
-	for key, e := range c.m {
-		if e.waiters == 0 && !now.Before(e.until) && now.Sub(e.lastSend) >= probeGrace {
-			c.free(key, e) // over, nobody waits, and any send out is past its grace
+		if e = c.arm(key, now); e == nil {
+			return // bounded memory: this key goes unshared
 		}
 	}
-	c.swept, c.lastSweep = len(c.m), now
+	e.mu.Lock()
+	e.lane = e.lane.hear(now, h)
+	e.mu.Unlock()
 }
 
-// rateLimitRemaining returns how many requests the provider says remain,
-// the smallest of the request counts it sends, for pacing the calls released
-// after a cooldown. Token counts are left out: they do not count requests.
-func rateLimitRemaining(h http.Header) (n int64, ok bool) {
-	for _, name := range [...]string{"X-Ratelimit-Remaining-Requests", "Anthropic-Ratelimit-Requests-Remaining", "Ratelimit-Remaining"} {
-		v := h[name]
-		if len(v) == 0 {
-			continue
+// arm returns key's entry, made if it has none; nil when 4096 keys are
+// watched and none is idle. A new key copies the map (it is read without a
+// lock): arming is rare, once per key per episode of 429s.
+func (c *Cooldown) arm(key string, now time.Time) *cooling {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	var old map[string]*cooling
+	if p := c.watched.Load(); p != nil {
+		old = *p
+	}
+	if e := old[key]; e != nil {
+		return e
+	}
+	if len(old) >= maxCoolingKeys {
+		if now.Sub(c.fullSweep) < sweepEvery {
+			return nil // full, and looked over less than a second ago
 		}
-		r, err := strconv.ParseInt(trimSpaceTab(v[0]), 10, 64)
-		if err != nil || r < 0 { // Azure sends -1: unknown
-			continue
-		}
-		if !ok || r < n {
-			n, ok = r, true
+		c.fullSweep = now
+		if old = c.live(old, now, 0); len(old) >= maxCoolingKeys {
+			return nil
 		}
 	}
-	return n, ok
+	m := make(map[string]*cooling, len(old)+1)
+	for k, e := range old {
+		m[k] = e
+	}
+	e := &cooling{lane: lane{limitedAt: now}}
+	m[key] = e
+	c.watched.Store(&m)
+	c.schedule()
+	return e
+}
+
+// live copies the entries of m that are not idle at now, with room for more.
+// c.mu is held.
+func (c *Cooldown) live(m map[string]*cooling, now time.Time, more int) map[string]*cooling {
+	out := make(map[string]*cooling, len(m)+more)
+	for k, e := range m {
+		e.mu.Lock()
+		idle := e.lane.idle(now)
+		e.mu.Unlock()
+		if !idle {
+			out[k] = e
+		}
+	}
+	return out
+}
+
+// schedule makes sure a sweep will run; c.mu is held. The sweep runs on a
+// real timer, not the injected clock: it is housekeeping, not a wait, and a
+// test clock that only moves with waits (retryhttptest.Clock) must not have
+// its waits cut by it. Whether a key is idle is read on the injected clock.
+func (c *Cooldown) schedule() {
+	if c.sweep {
+		return
+	}
+	c.sweep = true
+	time.AfterFunc(sweepEvery, c.sweepIdle)
+}
+
+// sweepIdle drops the keys that have nothing left to say, so that a key
+// nobody calls again costs the others nothing: once none is watched, a call
+// pays one atomic load (R16). It runs every sweepEvery while any key is.
+func (c *Cooldown) sweepIdle() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.sweep = false
+	old := c.watched.Load()
+	if old == nil {
+		return
+	}
+	m := c.live(*old, c.now(), 0)
+	if len(m) == len(*old) {
+		c.schedule()
+		return
+	}
+	if len(m) == 0 {
+		c.watched.Store(nil)
+		return
+	}
+	c.watched.Store(&m)
+	c.schedule()
+}
+
+// size is how many keys are watched.
+func (c *Cooldown) size() int {
+	if m := c.watched.Load(); m != nil {
+		return len(*m)
+	}
+	return 0
+}
+
+// heardOf is what one try tells a Cooldown (R17, R18): the server's ask on a
+// failed try (with the resolution of its form), and, on any answer, an
+// exhausted limit's reset and the provider's request counts.
+func heardOf(resp *http.Response, class Class, ask time.Duration, hasAsk, askInBody bool, now time.Time) heard {
+	var h heard
+	if resp == nil {
+		return h
+	}
+	h.limited = resp.StatusCode == http.StatusTooManyRequests || class == Throttled
+	h.ok = resp.StatusCode < 400
+	if class != Permanent && hasAsk {
+		h.ask, h.hasAsk = ask, true
+		h.askRes = askResolution(resp.Header, askInBody)
+	}
+	h.reset, h.hasReset = ParseRateLimitReset(resp.Header, now)
+	h.resetRes = time.Second
+	if h.hasReset && resp.Header.Get("X-Ratelimit-Reset-Requests")+resp.Header.Get("X-Ratelimit-Reset-Tokens") != "" {
+		h.resetRes = time.Millisecond // OpenAI writes its resets to the millisecond
+	}
+	h.counts = requestCounts(resp.Header, now)
+	return h
+}
+
+// askResolution is how much shorter than it says the server's ask may truly
+// be: an ask in a body (a protobuf duration) is exact, retry-after-ms and a
+// decimal Retry-After are good to the millisecond, and whole seconds or an
+// HTTP-date to the second.
+func askResolution(h http.Header, inBody bool) time.Duration {
+	switch {
+	case inBody:
+		return 0
+	case h.Get("Retry-After-Ms") != "":
+		return time.Millisecond
+	case strings.Contains(h.Get("Retry-After"), "."):
+		return time.Millisecond
+	}
+	return time.Second
 }

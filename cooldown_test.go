@@ -2,12 +2,13 @@ package retryhttp
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net/http"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/benbjohnson/clock"
@@ -18,12 +19,27 @@ import (
 
 const origin = "https://api.example.com"
 
-// armed returns a Cooldown on clk whose origin cools for d from now.
-func armed(clk interface{ Now() time.Time }, d time.Duration) *Cooldown {
-	cd := NewCooldown(nil)
-	now := clk.Now()
-	cd.settle(origin, nil, now, signal{until: now.Add(d)}, nil)
-	return cd
+// holdFor arms key on cd as a 429 asking for d (to the nanosecond) would.
+func holdFor(cd *Cooldown, key string, now time.Time, d time.Duration) {
+	e := cd.arm(key, now)
+	e.mu.Lock()
+	e.lane = e.lane.hear(now, heard{limited: true, hasAsk: true, ask: d})
+	e.mu.Unlock()
+}
+
+// paceAt arms key on cd with an exact rate of one send per interval, as a
+// 429 with OpenAI's counts at millisecond resolution would.
+func paceAt(cd *Cooldown, key string, now time.Time, interval time.Duration) {
+	e := cd.arm(key, now)
+	e.mu.Lock()
+	e.lane = e.lane.hear(now, heard{limited: true,
+		counts: counts{limit: 1000, remaining: 0, window: 1000 * interval, res: time.Nanosecond, ok: true}})
+	e.mu.Unlock()
+}
+
+func getReq(ctx context.Context) *http.Request {
+	r, _ := http.NewRequestWithContext(ctx, "GET", origin+"/v1/chat", nil)
+	return r
 }
 
 func TestCooldownKeys(t *testing.T) {
@@ -42,248 +58,205 @@ func TestCooldownKeys(t *testing.T) {
 	req, _ := http.NewRequest("GET", "https://api.example.com/v1", nil)
 	req.Header.Set("X-Model", "gpt-4o")
 	assert.Equal(t, "api.example.com/gpt-4o", byModel.keyOf(req))
+
+	// find builds the default key on the stack: it finds what keyOf named.
+	holdFor(cd, "https://api.example.com", epoch, time.Second)
+	for _, u := range []string{"https://API.example.COM/x?y=z", "https://api.example.com"} {
+		r, _ := http.NewRequest("GET", u, nil)
+		assert.NotNil(t, cd.find(r), u)
+	}
+	for _, u := range []string{"http://api.example.com", "https://api.example.com:443", "/relative"} {
+		r, _ := http.NewRequest("GET", u, nil)
+		assert.Nil(t, cd.find(r), u)
+	}
 }
 
-// TestCooldownArming checks R17's arming: forward only, Until zero when not
-// cooling, and the state after it ends.
+// TestCooldownArming checks R17's arming through the transport: which
+// answers hold, for how long, and which only pace.
 func TestCooldownArming(t *testing.T) {
-	now := epoch
-	cd := NewCooldown(nil)
-	assert.True(t, cd.Until(origin).IsZero(), "never armed")
-	cd.bind(mockAt(now))
-
-	cd.settle(origin, nil, now, signal{until: now.Add(20 * time.Second)}, nil)
-	assert.Equal(t, now.Add(20*time.Second), cd.Until(origin))
-	cd.settle(origin, nil, now, signal{until: now.Add(5 * time.Second)}, nil)
-	assert.Equal(t, now.Add(20*time.Second), cd.Until(origin), "a shorter signal never shortens it")
-	cd.settle(origin, nil, now, signal{until: now.Add(30 * time.Second)}, nil)
-	assert.Equal(t, now.Add(30*time.Second), cd.Until(origin), "a longer one extends it")
-	cd.settle(origin, nil, now, signal{until: now.Add(-time.Second)}, nil)
-	assert.Equal(t, now.Add(30*time.Second), cd.Until(origin), "a signal in the past arms nothing")
-	assert.True(t, cd.Until("https://other.example.com").IsZero(), "another key")
-
-	cd.bind(nil) // the first clock stays
-	later := NewCooldown(nil)
-	later.bind(mockAt(now.Add(time.Minute)))
-	later.settle(origin, nil, now, signal{until: now.Add(30 * time.Second)}, nil)
-	assert.True(t, later.Until(origin).IsZero(), "over on its clock: not cooling")
-}
-
-// mockAt is a mock clock stopped at t.
-func mockAt(t time.Time) *clock.Mock {
-	m := clock.NewMock()
-	m.Set(t)
-	return m
-}
-
-// TestCooldownRelease walks the gate that spreads the calls released when a
-// cooldown ends (R17): one probe first, then as many as the provider says
-// remain, and free flow when it has room for every call in progress.
-func TestCooldownRelease(t *testing.T) {
-	now := epoch
-	cd := armed(mockAt(now), time.Second)
-	end := now.Add(time.Second)
-	calls := make([]member, 5) // five calls in progress on the key
-
-	assert.Equal(t, time.Second, cd.admit(origin, now, &calls[0]).hold, "cooling: hold the rest")
-
-	probe := cd.admit(origin, end, &calls[0])
-	require.NotNil(t, probe.entry, "the first call after the end is the probe")
-	for i := 1; i <= 3; i++ {
-		a := cd.admit(origin, end, &calls[i])
-		require.NotNil(t, a.wake, "the others wait for the probe's answer")
-		assert.Equal(t, probeGrace, a.grace)
-		defer func() {
-			select {
-			case <-a.wake:
-			default:
-				t.Error("a waiting call was not woken")
-			}
-		}()
-	}
-	cd.settle(origin, nil, now, signal{until: now.Add(time.Second / 2)}, &calls[4]) // the fifth got a 429 asking less: a member, the end unchanged
-	assert.Equal(t, 5, cd.m[origin].members)
-
-	// The probe's answer: the provider says 2 remain. Two go, not three.
-	cd.settle(origin, probe.entry, end, signal{ok: true, remaining: 2, counted: true}, &calls[0])
-	for range 3 {
-		cd.unwait(origin)
-	}
-	first, second, third := cd.admit(origin, end, &calls[1]), cd.admit(origin, end, &calls[2]), cd.admit(origin, end, &calls[3])
-	assert.NotNil(t, first.entry)
-	assert.NotNil(t, second.entry)
-	require.NotNil(t, third.wake, "the third waits: the provider had room for two")
-
-	// An answer says 0 remain, reset in 1s: everyone holds again, and when
-	// that ends one probe goes first again.
-	cd.settle(origin, first.entry, end, signal{ok: true, remaining: 0, counted: true, until: end.Add(time.Second)}, &calls[1])
-	cd.unwait(origin)
-	assert.Equal(t, time.Second, cd.admit(origin, end, &calls[3]).hold)
-	later := end.Add(time.Second)
-	again := cd.admit(origin, later, &calls[3])
-	require.NotNil(t, again.entry)
-	assert.NotNil(t, cd.admit(origin, later, &calls[4]).wake)
-	cd.unwait(origin)
-
-	// Any answer is the provider's word about now, one from a send of an
-	// earlier round too: room for 4, one send still out, 5 calls in
-	// progress: still gated. Then two calls end, and room for 4 covers the
-	// 3 left: the key is free.
-	cd.settle(origin, second.entry, later, signal{ok: true, remaining: 4, counted: true}, &calls[2])
-	assert.EqualValues(t, 1, cd.active.Load(), "room for 3 (4, less the send out) for 5 calls: still gated")
-	cd.leave(&calls[0])
-	cd.leave(&calls[1])
-	cd.settle(origin, again.entry, later, signal{ok: true, remaining: 4, counted: true}, &calls[3])
-	assert.Zero(t, cd.active.Load(), "room for every call in progress: free again")
-	assert.Equal(t, admission{}, cd.admit(origin, later, &calls[4]))
-}
-
-func TestCooldownReleaseWithoutCounts(t *testing.T) {
-	now := epoch
 	for _, tc := range []struct {
-		name     string
-		answer   signal
-		wantFree bool
+		name   string
+		reply  retryhttptest.Reply
+		hold   time.Duration // Until - now after the answer; 0: not held
+		paced  bool
+		silent bool // the key is not watched at all
 	}{
-		{"a success with no count frees the key", signal{ok: true}, true},
-		{"a 429 with no ask keeps the gate", signal{}, false},
-		{"a transport error keeps the gate", signal{}, false},
+		{"Retry-After: 20 holds every call all of it", retryhttptest.Status(429, "Retry-After", "20"), 20 * time.Second, true, false},
+		{"retry-after-ms: 20 holds every call 20 ms", retryhttptest.Status(429, "Retry-After-Ms", "20"), 20 * time.Millisecond, true, false},
+		{"Retry-After: 1 holds only its own call; the others are paced", retryhttptest.Status(429, "Retry-After", "1"), 0, true, false},
+		{"a decimal Retry-After: 0.5 is good to the millisecond", retryhttptest.Status(429, "Retry-After", "0.5"), 500 * time.Millisecond, true, false},
+		{"a 503 with Retry-After: 3 holds", retryhttptest.Status(503, "Retry-After", "3"), 3 * time.Second, true, false},
+		{"a bare 429 paces", retryhttptest.Status(429), 0, true, false},
+		{"a Gemini retryDelay in the body holds exactly", retryhttptest.Reply{Status: 429,
+			Header: http.Header{"Content-Type": {"application/json"}},
+			Body:   `{"error":{"code":429,"details":[{"@type":"type.googleapis.com/google.rpc.RetryInfo","retryDelay":"2.5s"}]}}`},
+			2500 * time.Millisecond, true, false},
+		{"an exhausted OpenAI limit on a 429 holds until its reset", retryhttptest.Status(429,
+			"X-Ratelimit-Limit-Requests", "10", "X-Ratelimit-Remaining-Requests", "0", "X-Ratelimit-Reset-Requests", "6s"), 6 * time.Second, true, false},
+		{"a 500 without an ask is not about the rate", retryhttptest.Status(500), 0, false, true},
+		{"a success in free flow is not read", retryhttptest.Status(200,
+			"X-Ratelimit-Remaining-Requests", "0", "X-Ratelimit-Reset-Requests", "6s"), 0, false, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			cd := armed(mockAt(now), time.Second)
-			end := now.Add(time.Second)
-			probe := cd.admit(origin, end, nil)
-			cd.settle(origin, probe.entry, end, tc.answer, nil)
-			assert.Equal(t, tc.wantFree, cd.active.Load() == 0)
-			if !tc.wantFree {
-				assert.NotNil(t, cd.admit(origin, end, nil).wake, "nothing more goes until the grace")
-				cd.unwait(origin)
-				late := cd.admit(origin, end.Add(probeGrace), nil)
-				assert.NotNil(t, late.entry, "after the grace one more goes")
+			clk := retryhttptest.NewClock()
+			cd := NewCooldown(nil)
+			tr := New(retryhttptest.NewScript(tc.reply), WithClock(clk), WithCooldown(cd), WithMaxRetries(0))
+			resp, err := tr.RoundTrip(getReq(context.Background()))
+			require.NoError(t, err)
+			resp.Body.Close()
+			if tc.silent {
+				assert.Zero(t, cd.size(), "not watched")
+				return
 			}
+			if tc.hold > 0 {
+				assert.Equal(t, clk.Now().Add(tc.hold), cd.Until(origin))
+			} else {
+				assert.True(t, cd.Until(origin).IsZero(), "nobody else held")
+			}
+			e := cd.find(getReq(context.Background()))
+			require.NotNil(t, e)
+			assert.Equal(t, tc.paced, e.lane.interval > 0, "paced")
 		})
 	}
+
+	t.Run("forward only", func(t *testing.T) {
+		cd := NewCooldown(nil)
+		cd.bind(mockAt(epoch))
+		holdFor(cd, origin, epoch, 20*time.Second)
+		holdFor(cd, origin, epoch, 5*time.Second)
+		assert.Equal(t, epoch.Add(20*time.Second), cd.Until(origin), "a shorter signal never shortens it")
+		holdFor(cd, origin, epoch, 30*time.Second)
+		assert.Equal(t, epoch.Add(30*time.Second), cd.Until(origin), "a longer one extends it")
+		assert.True(t, cd.Until("https://other.example.com").IsZero(), "another key")
+	})
 }
 
-// TestCooldownMemoryBounded: whatever the number of keys, a Cooldown keeps
-// at most maxCoolingKeys, and entries whose cooldown is over go.
-func TestCooldownMemoryBounded(t *testing.T) {
-	now := epoch
-	cd := NewCooldown(nil)
-	for i := range 3 * maxCoolingKeys {
-		cd.settle(fmt.Sprintf("https://h%d.example.com", i), nil, now, signal{until: now.Add(time.Hour)}, nil)
-	}
-	assert.Equal(t, maxCoolingKeys, len(cd.m))
-	assert.EqualValues(t, maxCoolingKeys, cd.active.Load())
-
-	// An hour later every one of them is over: new keys sweep them out.
-	later := now.Add(2 * time.Hour)
-	for i := range 100 {
-		cd.settle(fmt.Sprintf("https://new%d.example.com", i), nil, later, signal{until: later.Add(time.Minute)}, nil)
-	}
-	assert.Equal(t, 100, len(cd.m))
-	assert.EqualValues(t, 100, cd.active.Load())
-}
-
-// newCdEnv is a Transport on the kit's Clock with a fresh Cooldown, and a
-// count of what it logged.
-func newCdEnv(t *testing.T, replies []retryhttptest.Reply, opts ...Option) (*retryhttptest.Clock, *Cooldown, *retryhttptest.Script, *Transport, func(string) int) {
-	t.Helper()
+// TestCooldownSeedRule: the call that got an ask never retries before it
+// ends, even when the ask holds nobody else (whole seconds: Retry-After: 1).
+func TestCooldownSeedRule(t *testing.T) {
 	clk := retryhttptest.NewClock()
 	cd := NewCooldown(nil)
-	script := retryhttptest.NewScript(replies...).WithClock(clk)
-	log, logs := logSink()
-	tr := New(script, append([]Option{WithClock(clk), WithCooldown(cd), WithBackoff(noJitter), WithLogger(log)}, opts...)...)
-	count := func(msg string) int { return logs.FilterMessage(msg).Len() }
-	return clk, cd, script, tr, count
+	script := retryhttptest.NewScript(retryhttptest.Status(429, "Retry-After", "1"), retryhttptest.Status(200), retryhttptest.Status(200)).WithClock(clk)
+	var attempts []Attempt
+	tr := New(script, WithClock(clk), WithCooldown(cd), WithBackoff(Backoff{Base: time.Millisecond, Factor: 1, Max: time.Millisecond}),
+		WithObserver(func(_ context.Context, a Attempt) { attempts = append(attempts, a) }))
+	resp, err := tr.RoundTrip(getReq(context.Background()))
+	require.NoError(t, err)
+	resp.Body.Close()
+	require.Len(t, attempts, 2)
+	assert.Equal(t, time.Second, attempts[0].Wait, "its own ask, not its 1 ms backoff")
+	assert.Equal(t, FromRetryAfter, attempts[0].From)
+	reqs := script.Requests()
+	require.Len(t, reqs, 2)
+	assert.GreaterOrEqual(t, reqs[1].At.Sub(reqs[0].At), time.Second)
 }
 
-// TestCooldownThroughTheTransport checks R17 end to end on the kit's Clock:
-// exact holds, the log, Attempt.Held, the Budget, and what ends a call.
-func TestCooldownThroughTheTransport(t *testing.T) {
-	get := func(ctx context.Context) *http.Request {
-		r, _ := http.NewRequestWithContext(ctx, "GET", origin+"/v1/chat", nil)
-		return r
-	}
-	ok := retryhttptest.Reply{Body: "ok"}
-
-	t.Run("a 429 with Retry-After holds the next call before its first try", func(t *testing.T) {
-		clk, cd, script, tr, logged := newCdEnv(t, []retryhttptest.Reply{retryhttptest.Status(429, "Retry-After", "20"), ok, ok}, WithMaxRetries(0))
-		resp, err := tr.RoundTrip(get(context.Background()))
-		require.NoError(t, err)
-		resp.Body.Close()
-		assert.Equal(t, 429, resp.StatusCode, "no retries: the 429 is handed back")
-		assert.Equal(t, clk.Now().Add(20*time.Second), cd.Until(origin))
-
-		var held []time.Duration
-		other := New(script, WithClock(clk), WithCooldown(cd), WithObserver(func(_ context.Context, a Attempt) { held = append(held, a.Held) }))
-		resp, err = other.RoundTrip(get(context.Background()))
-		require.NoError(t, err)
-		resp.Body.Close()
-		assert.Equal(t, 200, resp.StatusCode)
-		assert.Equal(t, []time.Duration{20 * time.Second}, clk.Waits(), "another Transport sharing the Cooldown held 20s")
-		assert.Equal(t, []time.Duration{20 * time.Second}, held, "Attempt.Held")
-		reqs := script.Requests()
-		require.Len(t, reqs, 2)
-		assert.Equal(t, 20*time.Second, reqs[1].At.Sub(reqs[0].At), "the second call's first try came 20s after the 429")
-		assert.Zero(t, logged(msgHolding), "the other Transport has no logger")
-		assert.Zero(t, cd.active.Load(), "the probe's success freed the key")
-	})
-
-	t.Run("the hold is logged", func(t *testing.T) {
-		clk := retryhttptest.NewClock()
+// TestCooldownPacesByRateNotAnswers: once the provider limits a key, its
+// calls go one slot apart, first come first served, whatever the answers'
+// latency: with answers that take 10 s, twenty calls are all sent within
+// two seconds (the old Cooldown let one go, then waited for its answer).
+func TestCooldownPacesByRateNotAnswers(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
 		cd := NewCooldown(nil)
-		log, logs := logSink()
-		tr := New(retryhttptest.NewScript(ok).WithClock(clk), WithClock(clk), WithCooldown(cd), WithLogger(log))
-		cd.settle(origin, nil, clk.Now(), signal{until: clk.Now().Add(3 * time.Second)}, nil)
-		req := get(context.Background())
-		req.URL.RawQuery = "key=secret"
-		resp, err := tr.RoundTrip(req)
-		require.NoError(t, err)
-		resp.Body.Close()
-		entries := logs.FilterMessage(msgHolding).All()
-		require.Len(t, entries, 1)
-		assert.Equal(t, map[string]any{
-			"wait_ms": int64(3000), "wait_from": "cooldown", "method": "GET", "url": origin + "/v1/chat",
-		}, entries[0].ContextMap(), "R14: the fields, and no query")
-	})
-
-	t.Run("a retry waits the largest of backoff, ask and cooldown", func(t *testing.T) {
-		clk := retryhttptest.NewClock()
-		cd := NewCooldown(nil)
-		var attempts []Attempt
-		tries := 0
-		// While this call's first try is out, another call to the origin is
-		// told to wait 5s: this call's retry waits for that, not its own 1s.
-		base := roundTripperFunc(func(*http.Request) (*http.Response, error) {
-			if tries++; tries == 1 {
-				cd.settle(origin, nil, clk.Now(), signal{until: clk.Now().Add(5 * time.Second)}, nil)
-				return respond(503, "", "Retry-After", "1"), nil
-			}
+		var (
+			mu    sync.Mutex
+			sends []time.Duration
+		)
+		start := time.Now()
+		base := roundTripperFunc(func(r *http.Request) (*http.Response, error) {
+			mu.Lock()
+			sends = append(sends, time.Since(start))
+			mu.Unlock()
+			time.Sleep(10 * time.Second) // a slow model
 			return respond(200, "ok"), nil
 		})
-		tr := New(base, WithClock(clk), WithCooldown(cd), WithBackoff(noJitter),
-			WithObserver(func(_ context.Context, a Attempt) { attempts = append(attempts, a) }))
-		resp, err := tr.RoundTrip(get(context.Background()))
-		require.NoError(t, err)
-		resp.Body.Close()
-		require.Len(t, attempts, 2)
-		assert.Equal(t, 5*time.Second, attempts[0].Wait)
-		assert.Equal(t, FromCooldown, attempts[0].From)
-		assert.Equal(t, []time.Duration{5 * time.Second}, clk.Waits(), "the retry waited for the cooldown, and no hold followed")
+		tr := New(base, WithCooldown(cd))
+		paceAt(cd, origin, start, 100*time.Millisecond)
+		var wg sync.WaitGroup
+		for i := range 20 {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				time.Sleep(time.Duration(i) * time.Millisecond) // arrive in order
+				resp, err := tr.RoundTrip(getReq(context.Background()))
+				if assert.NoError(t, err) {
+					resp.Body.Close()
+				}
+			}()
+		}
+		wg.Wait()
+		want := make([]time.Duration, 20)
+		for i := range want {
+			want[i] = time.Duration(i) * 100 * time.Millisecond
+		}
+		assert.Equal(t, want, sends, "one slot apart, in the order they came, none waiting for an answer")
 	})
+}
 
-	t.Run("a hold that does not fit sends nothing: busy, with or without a Budget", func(t *testing.T) {
+// TestCooldownWaitsFitAndAreCharged: every wait a Cooldown imposes, a hold
+// or a slot, fits the deadline and the Budget or fails at once with
+// ErrRateLimited, sending nothing; what is waited is charged.
+func TestCooldownWaitsFitAndAreCharged(t *testing.T) {
+	t.Run("slots: a queue longer than the Budget fails the calls it cannot serve, at once", func(t *testing.T) {
+		synctest.Test(t, func(t *testing.T) {
+			cd := NewCooldown(nil)
+			script := retryhttptest.NewScript(retryhttptest.Status(200))
+			tr := New(script, WithCooldown(cd))
+			start := time.Now()
+			paceAt(cd, origin, start, time.Second)
+			budget := NewBudget(3500 * time.Millisecond) // shared by the six calls: room for slots at 0, 1 and 2 s
+			ctx := WithBudget(context.Background(), budget)
+			type result struct {
+				err   error
+				after time.Duration
+			}
+			results := make([]result, 6)
+			var wg sync.WaitGroup
+			for i := range results {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					time.Sleep(time.Duration(i) * time.Millisecond)
+					resp, err := tr.RoundTrip(getReq(ctx))
+					if err == nil {
+						resp.Body.Close()
+					}
+					results[i] = result{err, time.Since(start) - time.Duration(i)*time.Millisecond}
+				}()
+			}
+			wg.Wait()
+			ok := 0
+			for i, r := range results {
+				if r.err == nil {
+					ok++
+					continue
+				}
+				var e *Error
+				require.ErrorAs(t, r.err, &e, "call %d", i)
+				assert.ErrorIs(t, r.err, ErrRateLimited)
+				assert.Equal(t, OutOfTime, e.Reason)
+				assert.Zero(t, r.after, "call %d failed at once, without waiting", i)
+			}
+			assert.Equal(t, 3, ok, "the slots at 0, 1 and 2 s fit (1 + 2 = 3 s charged)")
+			assert.Equal(t, 3, script.Len(), "the others sent nothing")
+			assert.Equal(t, 3*time.Second-3*time.Millisecond, budget.Waited(), "exactly what was waited")
+			assert.Error(t, budget.Err())
+		})
+	})
+	t.Run("a hold that does not fit the deadline sends nothing, with or without a Budget", func(t *testing.T) {
 		for _, withBudget := range []bool{false, true} {
-			clk, cd, script, tr, _ := newCdEnv(t, []retryhttptest.Reply{ok})
-			cd.settle(origin, nil, clk.Now(), signal{until: clk.Now().Add(30 * time.Second)}, nil)
+			clk := retryhttptest.NewClock()
+			cd := NewCooldown(nil)
+			script := retryhttptest.NewScript(retryhttptest.Status(200)).WithClock(clk)
+			tr := New(script, WithClock(clk), WithCooldown(cd))
+			holdFor(cd, origin, clk.Now(), 30*time.Second)
 			ctx, cancel := clk.WithTimeout(context.Background(), 10*time.Second)
 			var budget *Budget
 			if withBudget {
 				budget = NewBudget(PublicTierMaxWait)
-				ctx = WithBudget(context.Background(), budget)
+				ctx = WithBudget(ctx, budget)
 			}
-			resp, err := tr.RoundTrip(get(ctx))
+			resp, err := tr.RoundTrip(getReq(ctx))
 			cancel()
 			require.Nil(t, resp)
 			var e *Error
@@ -300,49 +273,122 @@ func TestCooldownThroughTheTransport(t *testing.T) {
 			}
 		}
 	})
-
-	t.Run("a hold is charged to the Budget", func(t *testing.T) {
-		clk, cd, _, tr, _ := newCdEnv(t, []retryhttptest.Reply{ok})
-		cd.settle(origin, nil, clk.Now(), signal{until: clk.Now().Add(4 * time.Second)}, nil)
+	t.Run("a hold equal to what is left does not fit", func(t *testing.T) {
+		clk := retryhttptest.NewClock()
+		cd := NewCooldown(nil)
+		tr := New(retryhttptest.NewScript(retryhttptest.Status(200)), WithClock(clk), WithCooldown(cd))
+		holdFor(cd, origin, clk.Now(), 10*time.Second)
+		ctx, cancel := clk.WithTimeout(context.Background(), 10*time.Second)
+		_, err := tr.RoundTrip(getReq(ctx))
+		cancel() // (a deadline left pending on the kit's Clock would cut the next wait)
+		assert.ErrorIs(t, err, ErrRateLimited)
+		ctx2, cancel2 := clk.WithTimeout(context.Background(), 10*time.Second+time.Nanosecond)
+		defer cancel2()
+		resp, err := tr.RoundTrip(getReq(ctx2))
+		require.NoError(t, err, "a nanosecond more fits")
+		resp.Body.Close()
+	})
+	t.Run("a hold is charged, and canceled during it, refunded", func(t *testing.T) {
+		clk := retryhttptest.NewClock()
+		cd := NewCooldown(nil)
+		script := retryhttptest.NewScript(retryhttptest.Status(200)).WithClock(clk)
+		tr := New(script, WithClock(clk), WithCooldown(cd))
+		holdFor(cd, origin, clk.Now(), 4*time.Second)
 		budget := NewBudget(PublicTierMaxWait)
-		resp, err := tr.RoundTrip(get(WithBudget(context.Background(), budget)))
+		resp, err := tr.RoundTrip(getReq(WithBudget(context.Background(), budget)))
 		require.NoError(t, err)
 		resp.Body.Close()
 		assert.Equal(t, 4*time.Second, budget.Waited())
-		assert.NoError(t, budget.Err())
-	})
 
-	t.Run("canceled during a hold", func(t *testing.T) {
-		clk, cd, script, tr, _ := newCdEnv(t, []retryhttptest.Reply{ok})
-		cd.settle(origin, nil, clk.Now(), signal{until: clk.Now().Add(4 * time.Second)}, nil)
-		budget := NewBudget(PublicTierMaxWait)
+		holdFor(cd, origin, clk.Now(), 4*time.Second)
+		budget = NewBudget(PublicTierMaxWait)
 		ctx, cancel := context.WithCancel(WithBudget(context.Background(), budget))
 		defer cancel()
 		clk.AfterFunc(time.Second, cancel)
-		resp, err := tr.RoundTrip(get(ctx))
+		resp, err = tr.RoundTrip(getReq(ctx))
 		require.Nil(t, resp)
 		var e *Error
 		require.ErrorAs(t, err, &e)
 		assert.Equal(t, Canceled, e.Reason)
-		assert.ErrorIs(t, err, context.Canceled)
 		assert.Equal(t, time.Second, e.Waited)
-		assert.Equal(t, time.Second, budget.Waited(), "3s given back")
-		assert.Zero(t, script.Len())
+		assert.Equal(t, time.Second, budget.Waited(), "3 s given back")
+		assert.Equal(t, 1, script.Len(), "the canceled call sent nothing")
 	})
+}
 
-	t.Run("rate-limit headers on a success arm it", func(t *testing.T) {
-		clk, cd, _, tr, _ := newCdEnv(t, []retryhttptest.Reply{
-			retryhttptest.Status(200, "X-Ratelimit-Remaining-Requests", "0", "X-Ratelimit-Reset-Requests", "2s"), ok,
-		})
-		for range 2 {
-			resp, err := tr.RoundTrip(get(context.Background()))
+// TestCooldownThroughTheTransport checks the rest of R17 end to end on the
+// kit's Clock: the log, Attempt.Held, a retry's wait, and a key function.
+func TestCooldownThroughTheTransport(t *testing.T) {
+	ok := retryhttptest.Reply{Body: "ok"}
+	t.Run("a 429 with Retry-After holds another Transport's next call; logged, in Attempt.Held", func(t *testing.T) {
+		clk := retryhttptest.NewClock()
+		cd := NewCooldown(nil)
+		script := retryhttptest.NewScript(retryhttptest.Status(429, "Retry-After", "20"), ok).WithClock(clk)
+		first := New(script, WithClock(clk), WithCooldown(cd), WithMaxRetries(0))
+		resp, err := first.RoundTrip(getReq(context.Background()))
+		require.NoError(t, err)
+		resp.Body.Close()
+		assert.Equal(t, 429, resp.StatusCode, "no retries: the 429 is handed back")
+
+		var held []time.Duration
+		log, logs := logSink()
+		other := New(script, WithClock(clk), WithCooldown(cd), WithLogger(log),
+			WithObserver(func(_ context.Context, a Attempt) { held = append(held, a.Held) }))
+		req := getReq(context.Background())
+		req.URL.RawQuery = "key=secret"
+		resp, err = other.RoundTrip(req)
+		require.NoError(t, err)
+		resp.Body.Close()
+		assert.Equal(t, 200, resp.StatusCode)
+		assert.Equal(t, []time.Duration{20 * time.Second}, clk.Waits())
+		assert.Equal(t, []time.Duration{20 * time.Second}, held, "Attempt.Held")
+		entries := logs.FilterMessage(msgHolding).All()
+		require.Len(t, entries, 1)
+		assert.Equal(t, map[string]any{
+			"wait_ms": int64(20000), "wait_from": "cooldown", "method": "GET", "url": origin + "/v1/chat",
+		}, entries[0].ContextMap(), "R14: the fields, and no query")
+	})
+	t.Run("a short pace is reported in Attempt.Held but not logged", func(t *testing.T) {
+		clk := retryhttptest.NewClock()
+		cd := NewCooldown(nil)
+		log, logs := logSink()
+		var held []time.Duration
+		tr := New(retryhttptest.NewScript(ok), WithClock(clk), WithCooldown(cd), WithLogger(log),
+			WithObserver(func(_ context.Context, a Attempt) { held = append(held, a.Held) }))
+		paceAt(cd, origin, clk.Now(), 50*time.Millisecond)
+		for range 3 {
+			resp, err := tr.RoundTrip(getReq(context.Background()))
 			require.NoError(t, err)
 			resp.Body.Close()
 		}
-		assert.Equal(t, []time.Duration{2 * time.Second}, clk.Waits(), "the second call held until the reset")
-		assert.Zero(t, cd.active.Load(), "and its success freed the key")
+		// Each call waits for its slot; the clock moves with the waits.
+		assert.Equal(t, []time.Duration{0, 50 * time.Millisecond, 50 * time.Millisecond}, held)
+		assert.Zero(t, logs.FilterMessage(msgHolding).Len())
 	})
-
+	t.Run("a retry waits the largest of backoff, ask and hold", func(t *testing.T) {
+		clk := retryhttptest.NewClock()
+		cd := NewCooldown(nil)
+		var attempts []Attempt
+		tries := 0
+		// While this call's first try is out, another call to the origin is
+		// told to wait 5 s: this call's retry waits for that, not its own 1 s.
+		base := roundTripperFunc(func(*http.Request) (*http.Response, error) {
+			if tries++; tries == 1 {
+				holdFor(cd, origin, clk.Now(), 5*time.Second)
+				return respond(503, "", "Retry-After", "1"), nil
+			}
+			return respond(200, "ok"), nil
+		})
+		tr := New(base, WithClock(clk), WithCooldown(cd), WithBackoff(noJitter),
+			WithObserver(func(_ context.Context, a Attempt) { attempts = append(attempts, a) }))
+		resp, err := tr.RoundTrip(getReq(context.Background()))
+		require.NoError(t, err)
+		resp.Body.Close()
+		require.Len(t, attempts, 2)
+		assert.Equal(t, 5*time.Second, attempts[0].Wait)
+		assert.Equal(t, FromCooldown, attempts[0].From)
+		assert.Equal(t, 5*time.Second, clk.Waits()[0], "the retry waited for the hold")
+	})
 	t.Run("a key function that returns empty leaves the request out", func(t *testing.T) {
 		clk := retryhttptest.NewClock()
 		cd := NewCooldown(func(r *http.Request) string {
@@ -354,7 +400,7 @@ func TestCooldownThroughTheTransport(t *testing.T) {
 		script := retryhttptest.NewScript(retryhttptest.Status(429, "Retry-After", "20"), ok, ok).WithClock(clk)
 		tr := New(script, WithClock(clk), WithCooldown(cd), WithMaxRetries(0))
 		send := func(model string) int {
-			r := get(context.Background())
+			r := getReq(context.Background())
 			if model != "" {
 				r.Header.Set("X-Model", model)
 			}
@@ -371,48 +417,113 @@ func TestCooldownThroughTheTransport(t *testing.T) {
 	})
 }
 
-// TestCooldownOneProbeFirst: calls held by one cooldown do not all send when
-// it ends: one goes, the others wait for its answer, and the provider's
-// count of what remains sets how many go next (R17).
-func TestCooldownOneProbeFirst(t *testing.T) {
-	clk := newFakeClock()
+// TestCooldownNeverHangsOnTheKitClock: a watched key whose tries fail in
+// every way ends on the kit's Clock (the old Cooldown waited on a grace
+// timer nothing moved when a call's own probe failed).
+func TestCooldownNeverHangsOnTheKitClock(t *testing.T) {
+	clk := retryhttptest.NewClock()
 	cd := NewCooldown(nil)
-	var sent atomic.Int32
-	release := make(chan struct{})
-	base := roundTripperFunc(func(r *http.Request) (*http.Response, error) {
-		if sent.Add(1) == 1 {
-			<-release // the probe answers once every other call is waiting
+	script := retryhttptest.NewScript(retryhttptest.Status(429), retryhttptest.Fail(errors.New("connection reset")),
+		retryhttptest.Status(429), retryhttptest.Status(200)).WithClock(clk)
+	tr := New(script, WithClock(clk), WithCooldown(cd), WithMaxRetries(5))
+	done := make(chan error, 1)
+	go func() {
+		resp, err := tr.RoundTrip(getReq(context.Background()))
+		if err == nil {
+			resp.Body.Close()
 		}
-		return respond(200, "ok", "X-Ratelimit-Remaining-Requests", "100"), nil
+		done <- err
+	}()
+	select {
+	case err := <-done:
+		require.NoError(t, err)
+	case <-time.After(10 * time.Second):
+		t.Fatal("the call hangs")
+	}
+	assert.Equal(t, 4, script.Len())
+}
+
+// TestCooldownBasePanics: a base that panics leaves the Cooldown as it was:
+// the next calls are paced as before (the old Cooldown leaked the send it
+// counted in flight, and held its key for good).
+func TestCooldownBasePanics(t *testing.T) {
+	clk := retryhttptest.NewClock()
+	cd := NewCooldown(nil)
+	calls := 0
+	base := roundTripperFunc(func(*http.Request) (*http.Response, error) {
+		if calls++; calls == 1 {
+			panic("base bug")
+		}
+		return respond(200, "ok"), nil
 	})
 	tr := New(base, WithClock(clk), WithCooldown(cd))
-	cd.settle(origin, nil, clk.Now(), signal{until: clk.Now().Add(time.Second)}, nil)
-	clk.Add(time.Second) // the cooldown is over: the calls meet the gate
-
-	const calls = 8
-	var wg sync.WaitGroup
-	for range calls {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			r, _ := http.NewRequest("GET", origin+"/v1", nil)
-			resp, err := tr.RoundTrip(r)
-			if assert.NoError(t, err) {
-				resp.Body.Close()
-			}
-		}()
+	paceAt(cd, origin, clk.Now(), 100*time.Millisecond)
+	require.Panics(t, func() { _, _ = tr.RoundTrip(getReq(context.Background())) })
+	for range 3 {
+		resp, err := tr.RoundTrip(getReq(context.Background()))
+		require.NoError(t, err)
+		resp.Body.Close()
 	}
-	require.Eventually(t, func() bool {
-		cd.mu.Lock()
-		defer cd.mu.Unlock()
-		e := cd.m[origin]
-		return e != nil && e.waiters == calls-1
-	}, 5*time.Second, time.Millisecond, "seven calls wait for the probe")
-	assert.EqualValues(t, 1, sent.Load(), "only the probe was sent")
-	close(release) // room for 100: the others go
-	wg.Wait()
-	assert.EqualValues(t, calls, sent.Load())
-	assert.Zero(t, cd.active.Load(), "the key is free")
+	assert.Equal(t, []time.Duration{100 * time.Millisecond, 100 * time.Millisecond, 100 * time.Millisecond}, clk.Waits(), "a slot each, no more")
+}
+
+// TestCooldownQuietKeysGo: a key nobody calls again goes once it has
+// nothing left to say, without anyone calling it; the other keys then pay
+// one atomic load (the old Cooldown kept every key on its slow path for
+// good; alloc_test.go counts the cost while a key is watched).
+func TestCooldownQuietKeysGo(t *testing.T) {
+	clk := retryhttptest.NewClock()
+	cd := NewCooldown(nil)
+	New(retryhttptest.NewScript(), WithClock(clk), WithCooldown(cd)) // binds the clock
+	holdFor(cd, origin, clk.Now(), 2*time.Second)
+	assert.Equal(t, 1, cd.size())
+	clk.Add(quietAfter - time.Second)
+	time.Sleep(sweepEvery + 100*time.Millisecond) // a sweep, in real time
+	assert.Equal(t, 1, cd.size(), "not yet quiet")
+	clk.Add(2 * time.Second)
+	require.Eventually(t, func() bool { return cd.watched.Load() == nil }, 3*sweepEvery, 10*time.Millisecond,
+		"gone without anyone calling it")
+}
+
+// mockAt is a mock clock stopped at t.
+func mockAt(t time.Time) *clock.Mock {
+	m := clock.NewMock()
+	m.Set(t)
+	return m
+}
+
+// TestCooldownLiterals pins the constants a user may rely on: they are the
+// policy the package doc states.
+func TestCooldownLiterals(t *testing.T) {
+	assert.Equal(t, 4096, maxCoolingKeys)
+	assert.Equal(t, 5*time.Second, quietAfter)
+	assert.Equal(t, time.Second, sweepEvery)
+	assert.Equal(t, 5*time.Millisecond, firstInterval)
+	assert.InDelta(t, 0.85, 1/cutBy, 1e-9)
+}
+
+// TestCooldownMemoryBounded: at most 4096 keys are watched; a key that
+// cannot be is simply not shared; keys gone quiet make room.
+func TestCooldownMemoryBounded(t *testing.T) {
+	clk := retryhttptest.NewClock()
+	cd := NewCooldown(nil)
+	cd.bind(clk)
+	for i := range 3 * maxCoolingKeys {
+		if e := cd.arm(fmt.Sprintf("https://h%d.example.com", i), clk.Now()); e != nil {
+			e.mu.Lock()
+			e.lane.until = clk.Now().Add(time.Hour)
+			e.mu.Unlock()
+		}
+	}
+	assert.Equal(t, maxCoolingKeys, cd.size())
+	clk.Add(2 * time.Hour) // every hold is over and quiet: the next key makes room
+	require.NotNil(t, cd.arm("https://one-more.example.com", clk.Now()))
+	assert.Equal(t, 1, cd.size())
+	cd.watched.Store(nil)
+	for i := range 100 {
+		require.NotNil(t, cd.arm(fmt.Sprintf("https://new%d.example.com", i), clk.Now()))
+	}
+	assert.Equal(t, 100, cd.size())
 }
 
 // TestCooldownBadInput: huge, negative and past values arm nothing or
@@ -425,18 +536,69 @@ func TestCooldownBadInput(t *testing.T) {
 		{"Retry-After", "soon"},
 		{"X-Ratelimit-Remaining-Requests", "0", "X-Ratelimit-Reset-Requests", "-1s"},
 		{"X-Ratelimit-Remaining-Requests", "-1", "X-Ratelimit-Reset-Requests", "5s"},
+		{"X-Ratelimit-Limit-Requests", "0", "X-Ratelimit-Remaining-Requests", "5", "X-Ratelimit-Reset-Requests", "5s"},
+		{"X-Ratelimit-Limit-Requests", "99999999999999999999", "X-Ratelimit-Remaining-Requests", "0", "X-Ratelimit-Reset-Requests", "1ns"},
+		{"Anthropic-Ratelimit-Requests-Limit", "10", "Anthropic-Ratelimit-Requests-Remaining", "0", "Anthropic-Ratelimit-Requests-Reset", "not a time"},
 	} {
 		t.Run(strings.Join(h, " "), func(t *testing.T) {
 			clk := retryhttptest.NewClock()
 			cd := NewCooldown(nil)
 			script := retryhttptest.NewScript(retryhttptest.Status(429, h...)).WithClock(clk)
 			tr := New(script, WithClock(clk), WithCooldown(cd), WithMaxRetries(0))
-			r, _ := http.NewRequest("GET", origin, nil)
-			resp, err := tr.RoundTrip(r)
-			require.NoError(t, err)
-			resp.Body.Close()
+			for range 3 {
+				ctx, cancel := clk.WithTimeout(context.Background(), time.Minute)
+				resp, err := tr.RoundTrip(getReq(ctx))
+				cancel()
+				if err == nil {
+					resp.Body.Close()
+				} else {
+					assert.ErrorIs(t, err, ErrRateLimited, "only a hold that does not fit fails")
+				}
+			}
 			until := cd.Until(origin)
 			assert.True(t, until.IsZero() || until.After(clk.Now()), "never in the past")
+			if e := cd.find(getReq(context.Background())); e != nil {
+				assert.GreaterOrEqual(t, e.lane.interval, minInterval)
+			}
+		})
+	}
+}
+
+// TestRequestCounts reads the providers' request counts for pacing.
+func TestRequestCounts(t *testing.T) {
+	now := epoch
+	for _, tc := range []struct {
+		name string
+		h    []string
+		want counts
+	}{
+		{"openai", []string{"X-Ratelimit-Limit-Requests", "10", "X-Ratelimit-Remaining-Requests", "3", "X-Ratelimit-Reset-Requests", "70ms"},
+			counts{10, 3, 70 * time.Millisecond, time.Millisecond, true}},
+		{"openai minutes", []string{"X-Ratelimit-Limit-Requests", "500", "X-Ratelimit-Remaining-Requests", "0", "X-Ratelimit-Reset-Requests", "1m0s"},
+			counts{500, 0, time.Minute, time.Second, true}},
+		{"openai fraction", []string{"X-Ratelimit-Limit-Requests", "500", "X-Ratelimit-Remaining-Requests", "0", "X-Ratelimit-Reset-Requests", "1.5s"},
+			counts{500, 0, 1500 * time.Millisecond, 100 * time.Millisecond, true}},
+		{"anthropic", []string{"Anthropic-Ratelimit-Requests-Limit", "50", "Anthropic-Ratelimit-Requests-Remaining", "49",
+			"Anthropic-Ratelimit-Requests-Reset", now.Add(2 * time.Second).Format(time.RFC3339)},
+			counts{50, 49, 2 * time.Second, time.Second, true}},
+		{"anthropic fraction", []string{"Anthropic-Ratelimit-Requests-Limit", "50", "Anthropic-Ratelimit-Requests-Remaining", "49",
+			"Anthropic-Ratelimit-Requests-Reset", now.Add(1500 * time.Millisecond).Format("2006-01-02T15:04:05.000Z07:00")},
+			counts{50, 49, 1500 * time.Millisecond, time.Millisecond, true}},
+		{"ietf", []string{"Ratelimit-Limit", "100", "Ratelimit-Remaining", "0", "Ratelimit-Reset", "30"},
+			counts{100, 0, 30 * time.Second, time.Second, true}},
+		{"the slowest of two wins", []string{"X-Ratelimit-Limit-Requests", "10", "X-Ratelimit-Remaining-Requests", "0", "X-Ratelimit-Reset-Requests", "100ms",
+			"Ratelimit-Limit", "10", "Ratelimit-Remaining", "0", "Ratelimit-Reset", "10"},
+			counts{10, 0, 10 * time.Second, time.Second, true}},
+		{"azure's -1", []string{"X-Ratelimit-Limit-Requests", "10", "X-Ratelimit-Remaining-Requests", "-1", "X-Ratelimit-Reset-Requests", "1s"}, counts{}},
+		{"no limit", []string{"X-Ratelimit-Remaining-Requests", "0", "X-Ratelimit-Reset-Requests", "1s"}, counts{}},
+		{"tokens are not requests", []string{"X-Ratelimit-Limit-Tokens", "10", "X-Ratelimit-Remaining-Tokens", "0", "X-Ratelimit-Reset-Tokens", "1s"}, counts{}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			h := http.Header{}
+			for i := 0; i+1 < len(tc.h); i += 2 {
+				h.Set(tc.h[i], tc.h[i+1])
+			}
+			assert.Equal(t, tc.want, requestCounts(h, now))
 		})
 	}
 }

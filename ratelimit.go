@@ -308,3 +308,97 @@ func cutUnquoted(s string, sep byte) (before, after string) {
 	}
 	return s, ""
 }
+
+// requestCounts reads the provider's request limit, for pacing (R17): limit
+// requests a window, remaining of them left, and the window full again in
+// reset, with the resolution the reset was written at. It reads OpenAI's
+// x-ratelimit-{limit,remaining,reset}-requests, Anthropic's
+// anthropic-ratelimit-requests-{limit,remaining,reset} and the IETF draft's
+// RateLimit-{Limit,Remaining,Reset}; token limits are left out, as they do
+// not count requests. When more than one is given, the slowest wins. A count
+// that is negative (Azure's -1) or does not parse leaves its set out.
+func requestCounts(h http.Header, now time.Time) counts {
+	var best counts
+	for _, s := range countSets {
+		c, ok := s.read(h, now)
+		if !ok {
+			continue
+		}
+		// The slowest: the longest window per spent request.
+		if !best.ok || c.limit > c.remaining && (best.limit <= best.remaining ||
+			float64(c.window)/float64(c.limit-c.remaining) > float64(best.window)/float64(best.limit-best.remaining)) {
+			best = c
+		}
+	}
+	return best
+}
+
+// countSets are the request-count header sets requestCounts reads.
+var countSets = [...]countSet{
+	{"X-Ratelimit-Limit-Requests", "X-Ratelimit-Remaining-Requests", "X-Ratelimit-Reset-Requests", parseResetDuration},
+	{"Anthropic-Ratelimit-Requests-Limit", "Anthropic-Ratelimit-Requests-Remaining", "Anthropic-Ratelimit-Requests-Reset", parseResetTime},
+	{"Ratelimit-Limit", "Ratelimit-Remaining", "Ratelimit-Reset", parseResetSeconds},
+}
+
+type countSet struct {
+	limit, remaining, reset string
+	parse                   func(v string, now time.Time) (time.Duration, bool)
+}
+
+func (s countSet) read(h http.Header, now time.Time) (counts, bool) {
+	lv, rv, wv := trimSpaceTab(h.Get(s.limit)), trimSpaceTab(h.Get(s.remaining)), trimSpaceTab(h.Get(s.reset))
+	if lv == "" || rv == "" || wv == "" || !allDigits(lv) || !allDigits(rv) {
+		return counts{}, false
+	}
+	limit, okL := parseCount(lv)
+	remaining, okR := parseCount(rv)
+	window, okW := s.parse(wv, now)
+	if !okL || !okR || !okW {
+		return counts{}, false
+	}
+	return counts{limit: limit, remaining: remaining, window: window, res: resetResolution(wv), ok: true}, true
+}
+
+// parseCount reads a plain non-negative integer, saturating.
+func parseCount(s string) (int64, bool) {
+	var n int64
+	for i := 0; i < len(s); i++ {
+		if s[i] < '0' || s[i] > '9' {
+			return 0, false
+		}
+		if n > (1<<62)/10 {
+			return 1 << 62, true
+		}
+		n = n*10 + int64(s[i]-'0')
+	}
+	return n, len(s) > 0
+}
+
+// resetResolution is the resolution a reset was written at: the unit of its
+// last figure ("20ms": 1 ms; "6m0s": 1 s; "1.5s": 100 ms; an RFC 3339 time
+// without fraction: 1 s).
+func resetResolution(v string) time.Duration {
+	unit := time.Second
+	switch {
+	case strings.HasSuffix(v, "ms"):
+		unit, v = time.Millisecond, v[:len(v)-2]
+	case strings.HasSuffix(v, "us"), strings.HasSuffix(v, "µs"), strings.HasSuffix(v, "μs"):
+		unit = time.Microsecond
+		v = strings.TrimRight(v, "usµμ")
+	case strings.HasSuffix(v, "ns"):
+		return time.Nanosecond
+	case strings.HasSuffix(v, "Z") || strings.ContainsAny(v, "T+"):
+		// RFC 3339: the seconds' fraction, before the zone.
+		if i := strings.LastIndexAny(v, "Z+-"); i > strings.IndexByte(v, 'T') {
+			v = v[:i]
+		}
+	default:
+		v = strings.TrimRight(v, "smh")
+	}
+	if i := strings.LastIndexByte(v, '.'); i >= 0 {
+		for range len(v) - i - 1 {
+			unit /= 10
+		}
+	}
+	return max(unit, time.Nanosecond)
+}

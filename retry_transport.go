@@ -173,15 +173,15 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	if !c.lean || req == nil || req.URL == nil {
 		return t.roundTrip(req, nil)
 	}
-	cd := c.cooldown
-	if cd != nil && cd.active.Load() > 0 {
-		return t.roundTrip(req, nil) // a key may be cooling: hold first (R17)
+	if cd := c.cooldown; cd != nil && cd.find(req) != nil {
+		return t.roundTrip(req, nil) // the key is watched: hold or pace first (R17)
 	}
 	// The happy path (R16): the floor (call the base, look at the status)
 	// and a few branches. A success is Permanent under Classify; it is
-	// handed back as the base gave it, unless it could arm the Cooldown.
+	// handed back as the base gave it (a Cooldown reads only the answers
+	// of a key it watches).
 	resp, err := t.base.RoundTrip(req)
-	if err == nil && resp != nil && resp.StatusCode < 400 && resp.Body != nil && (cd == nil || len(resp.Header) == 0) {
+	if err == nil && resp != nil && resp.StatusCode < 400 && resp.Body != nil {
 		if q := c.quota; q != nil {
 			q.succeeded()
 		}
@@ -221,31 +221,24 @@ func (t *Transport) roundTrip(req *http.Request, first *tried) (*http.Response, 
 		call = t.calls.next()
 	}
 	cd := c.cooldown
-	var membership member // of the Cooldown's entry for req
-	if cd != nil {
-		defer cd.leave(&membership)
-	}
-	key, keyed := "", false // the Cooldown's key for req, made when first needed
-	keyOf := func() string {
-		if !keyed {
-			key, keyed = cd.keyOf(req), true
-		}
-		return key
-	}
 	var (
 		p        progress // what an *Error reports
 		redacted string   // scheme://host/path for the Observer, made once
 	)
 	for try := 1; ; try++ {
 		// Hold (R17): before every try, the first included, a call whose
-		// key is cooling waits for the rest of the cooldown.
+		// key is watched waits for the hold and for its slot.
 		var (
-			entry *cooling
-			held  time.Duration
+			entry   *cooling
+			held    time.Duration
+			slotted time.Time // when the Cooldown gave this try its slot
 		)
-		if cd != nil && (try > 1 || first == nil) && cd.active.Load() > 0 && keyOf() != "" {
+		if cd != nil {
+			entry = cd.find(req)
+		}
+		if entry != nil && (try > 1 || first == nil) {
 			var err error
-			if entry, held, err = t.hold(ctx, req, key, budget, &p, &membership); err != nil {
+			if held, slotted, err = t.hold(ctx, req, entry, budget, &p); err != nil {
 				closeBody(send.Body) // R1: the caller's body, or a retry's fresh one, is closed unsent
 				return nil, err
 			}
@@ -286,10 +279,11 @@ func (t *Transport) roundTrip(req *http.Request, first *tried) (*http.Response, 
 			now    time.Time
 			ask    time.Duration
 			hasAsk bool
+			inBody bool       // the ask came from the body (R19)
 			ahead  *readAhead // the failed body, read ahead: parsed, drained, or handed back whole
 		)
 		if resp != nil && (class != Permanent || cd != nil) {
-			now = clk.Now()
+			now = clk.Now() // (a Cooldown reads the time of every answer)
 		}
 		if resp != nil && class != Permanent {
 			ask, hasAsk = ParseRetryAfter(resp.Header, now)
@@ -301,7 +295,7 @@ func (t *Transport) roundTrip(req *http.Request, first *tried) (*http.Response, 
 				if hint.Exhausted {
 					class = Permanent // a spent quota is not "busy, try again in a minute"
 				} else if hint.RetryAfter > 0 && (!hasAsk || hint.RetryAfter > ask) {
-					ask, hasAsk = hint.RetryAfter, true
+					ask, hasAsk, inBody = hint.RetryAfter, true, true
 				}
 			}
 			if hasAsk && class != Permanent {
@@ -309,11 +303,13 @@ func (t *Transport) roundTrip(req *http.Request, first *tried) (*http.Response, 
 			}
 		}
 		quotaOK := c.quota == nil || c.quota.record(class) // R12: every try counts
-		if cd != nil {
-			if s := signalOf(resp, class, ask, hasAsk, now); entry != nil || !s.until.IsZero() {
-				if keyOf() != "" {
-					cd.settle(key, entry, now, s, &membership)
-				}
+		if cd != nil && resp != nil && (entry != nil || class != Permanent || status >= 400) {
+			// A success of a key nobody watches is not read (R16).
+			h := heardOf(resp, class, ask, hasAsk, inBody, now)
+			h.slotted = slotted
+			cd.hear(req, entry, now, h)
+			if entry == nil {
+				entry = cd.find(req) // this answer may have armed it
 			}
 		}
 
@@ -326,10 +322,8 @@ func (t *Transport) roundTrip(req *http.Request, first *tried) (*http.Response, 
 		if class != Permanent && try <= c.maxRetries && replayable && quotaOK {
 			// What only a wait needs.
 			s.backoff = c.backoff.Delay(try, rand.Float64())
-			if cd != nil && keyOf() != "" {
-				if until := cd.Until(key); !until.IsZero() {
-					s.cooldown = max(until.Sub(clk.Now()), 0)
-				}
+			if entry != nil {
+				s.cooldown = entry.holdLeft(clk.Now())
 			}
 			s.left, untilDeadline = t.left(ctx, budget)
 		}
@@ -470,83 +464,71 @@ func (t *Transport) report(ctx context.Context, a Attempt, cleanup func()) {
 	t.cfg.observe(ctx, a)
 }
 
-// hold waits while the Cooldown holds key (R17): the rest of a cooldown, a
-// wait like any other (R7 fit, R8 charged, interruptible), and the wait for
-// a probe's answer. It returns the admission's entry and what was waited;
-// an error ends the call: a hold that does not fit sends nothing.
-func (t *Transport) hold(ctx context.Context, req *http.Request, key string, budget *Budget, p *progress, m *member) (*cooling, time.Duration, error) {
-	c := &t.cfg
-	cd := c.cooldown
-	start := c.clock.Now()
-	var held time.Duration
+// hold waits for what the Cooldown imposes on a try of req (R17): the
+// send's slot, then any hold armed while it waited (another call's 429, or
+// a pause after a cut). Each wait is a wait like any other: it must fit (R7)
+// and is charged to the Budget (R8) before it starts, and the caller's
+// context ends it. It returns what was waited and when the slot was given;
+// an error ends the call: a wait that does not fit sends nothing.
+func (t *Transport) hold(ctx context.Context, req *http.Request, e *cooling, budget *Budget, p *progress) (held time.Duration, slotted time.Time, err error) {
+	clk := t.cfg.clock
+	slotted = clk.Now()
+	left, untilDeadline := t.left(ctx, budget)
+	charge := func(w time.Duration) bool { return budget == nil || budget.reserve(w, untilDeadline) }
+	w, fromHold, ok := e.reserve(slotted, left, charge)
+	if !ok {
+		return 0, slotted, t.holdTooLong(req, w, budget, p)
+	}
+	if err := t.holdFor(ctx, req, w, fromHold, budget, p); err != nil {
+		e.release(slotted, w)
+		return 0, slotted, err
+	}
+	held = w
+	// A hold armed while this call waited holds it too; the hold only
+	// moves forward, and each round waits all of it, so this ends.
 	for {
-		now := c.clock.Now()
-		a := cd.admit(key, now, m)
-		switch {
-		case a.hold > 0:
-			left, untilDeadline := t.left(ctx, budget)
-			if a.hold >= left || budget != nil && !budget.reserve(a.hold, untilDeadline) {
-				p.retryAfter = a.hold
-				logGiveUp(c.logger, req, OutOfTime, p.tries, p.waited, p.status, ErrRateLimited)
-				return nil, 0, t.rateLimited(budget, p.fail(OutOfTime, ErrRateLimited))
-			}
-			logHold(c.logger, req, a.hold)
-			unused, ok := t.sleep(ctx, a.hold)
-			p.waited += a.hold - unused
-			if !ok {
-				if budget != nil {
-					budget.refund(unused)
-				}
-				logGiveUp(c.logger, req, Canceled, p.tries, p.waited, p.status, ctx.Err())
-				return nil, 0, p.fail(Canceled, ctx.Err())
-			}
-			held += a.hold
-		case a.wake != nil:
-			ok := t.await(ctx, a.wake, a.grace)
-			cd.unwait(key)
-			if !ok {
-				logGiveUp(c.logger, req, Canceled, p.tries, p.waited, p.status, ctx.Err())
-				return nil, 0, p.fail(Canceled, ctx.Err())
-			}
-		default:
-			return a.entry, max(held, c.clock.Since(start)), nil
+		now := clk.Now()
+		w := e.holdLeft(now)
+		if w == 0 {
+			return held, slotted, nil
 		}
+		left, untilDeadline := t.left(ctx, budget)
+		if w >= left || budget != nil && !budget.reserve(w, untilDeadline) {
+			return 0, slotted, t.holdTooLong(req, w, budget, p)
+		}
+		if err := t.holdFor(ctx, req, w, true, budget, p); err != nil {
+			return 0, slotted, err
+		}
+		held += w
 	}
 }
 
-// await waits for another call's answer to a probe (R17): until wake is
-// closed, grace has passed on the clock, or ctx ends (false).
-func (t *Transport) await(ctx context.Context, wake <-chan struct{}, grace time.Duration) bool {
-	late := make(chan struct{})
-	timer := t.cfg.clock.AfterFunc(grace, func() { close(late) })
-	defer timer.Stop()
-	select {
-	case <-wake:
-	case <-late:
-	case <-ctx.Done():
-		return false
-	}
-	return true
+// holdTooLong ends a call whose hold does not fit: nothing is sent (R17).
+func (t *Transport) holdTooLong(req *http.Request, w time.Duration, budget *Budget, p *progress) error {
+	p.retryAfter = w
+	logGiveUp(t.cfg.logger, req, OutOfTime, p.tries, p.waited, p.status, ErrRateLimited)
+	return t.rateLimited(budget, p.fail(OutOfTime, ErrRateLimited))
 }
 
-// signalOf is what one try tells a Cooldown (R17, R18): the server's ask on
-// a failed try, an exhausted rate limit on any response.
-func signalOf(resp *http.Response, class Class, ask time.Duration, hasAsk bool, now time.Time) signal {
-	var s signal
-	if resp == nil {
-		return s
+// holdFor sleeps a hold of w already fitted and charged, and logs it when
+// it is the provider's word or a pace slow enough to see (R14).
+func (t *Transport) holdFor(ctx context.Context, req *http.Request, w time.Duration, fromHold bool, budget *Budget, p *progress) error {
+	if w == 0 {
+		return nil
 	}
-	s.ok = resp.StatusCode != http.StatusTooManyRequests && class != Throttled
-	if class != Permanent && hasAsk && ask > 0 {
-		s.until = now.Add(ask)
+	if fromHold || w >= time.Second {
+		logHold(t.cfg.logger, req, w)
 	}
-	if d, ok := ParseRateLimitReset(resp.Header, now); ok && d > 0 {
-		if u := now.Add(d); u.After(s.until) {
-			s.until = u
+	unused, ok := t.sleep(ctx, w)
+	p.waited += w - unused
+	if !ok {
+		if budget != nil {
+			budget.refund(unused)
 		}
+		logGiveUp(t.cfg.logger, req, Canceled, p.tries, p.waited, p.status, ctx.Err())
+		return p.fail(Canceled, ctx.Err())
 	}
-	s.remaining, s.counted = rateLimitRemaining(resp.Header)
-	return s
+	return nil
 }
 
 // callNumbers hands out Attempt.Call numbers, unique per Transport, without

@@ -244,7 +244,7 @@ func TestCallerBodyClosedOnEveryPath(t *testing.T) {
 	// cooling: api.example.com cools for an hour.
 	cooling := func() *Cooldown {
 		cd := NewCooldown(nil)
-		cd.settle("https://api.example.com", nil, clk.Now(), signal{until: clk.Now().Add(time.Hour)}, nil)
+		holdFor(cd, "https://api.example.com", clk.Now(), time.Hour)
 		return cd
 	}
 	canceled, cancel := context.WithCancel(context.Background())

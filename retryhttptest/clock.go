@@ -61,10 +61,15 @@ var interruptGrace = time.Second // a var only so that tests can shorten it
 // use it).
 //
 // A Clock is safe for concurrent use by multiple goroutines, which share its
-// one time. Their waits overlap as they would in real time: a wait that
-// starts at t ends at t+d, and the clock never goes back, so two calls that
-// each wait one second at once move it by one second. The zero Clock is at
-// the zero Time; use NewClock.
+// one time, but it is made for one call at a time. The clock never goes
+// back, and each wait moves it at once: two calls that start a one-second
+// wait at the very same instant move it by one second, but calls whose waits
+// begin one after the other (a Cooldown pacing many calls, each waiting for
+// its slot) see each other's waits added up, not overlapped. To test many
+// concurrent calls in time, run them in a testing/synctest bubble with the
+// transport's default clock (no WithClock): there every goroutine's waits
+// overlap exactly as in real time. The zero Clock is at the zero Time; use
+// NewClock.
 type Clock struct {
 	mu      sync.Mutex
 	now     time.Time

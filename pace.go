@@ -1,0 +1,184 @@
+package retryhttp
+
+import "time"
+
+// lane is what a Cooldown knows of one key (R17): until when every call
+// holds, and, once the provider has limited the key, the spacing of the
+// sends that follow. Its methods are pure functions of the lane, the instant
+// and what an answer said, so that a test can exhaust them with no clock, as
+// decide's (pace_test.go).
+//
+// Sends are admitted by rate, not by answers: each gets the next slot of a
+// schedule (GCRA's theoretical arrival time, as golang.org/x/time/rate
+// reserves), first come first served, so that a provider that answers slowly
+// paces nobody slower, and every wait is known when it starts: it can be
+// fitted to the deadline and the Budget, and charged, like any other.
+type lane struct {
+	until    time.Time     // no send before this: the provider's ask, less its resolution
+	next     time.Time     // the earliest slot not yet given
+	interval time.Duration // between two sends; 0 until the provider limits the key
+	// exact: interval is the provider's own rate, read from its counts at a
+	// resolution fine enough to trust; otherwise it is learned from its 429s.
+	exact bool
+	// ramp: the learned rate grows fast until its first cut (TCP's slow
+	// start), so that pacing that begins from a guess finds the rate soon.
+	ramp bool
+	// cutAt is when the learned rate was last cut (or armed): a 429 that
+	// answers a send made before it says nothing of the rate since.
+	cutAt     time.Time
+	limitedAt time.Time // of the last 429 heard, or of the lane's arming
+}
+
+// heard is what one answer says about its key.
+type heard struct {
+	limited bool // a 429, or a try the Classifier calls Throttled
+	ok      bool // a success (status below 400): the rate may grow
+	// slotted is when the try's slot was given; zero for a try that was
+	// not paced (a first try in free flow).
+	slotted time.Time
+
+	// The server's ask on a failed try (R5, R19), and its resolution: what
+	// the true wait may be shorter by (1 s for whole seconds).
+	ask, askRes time.Duration
+	hasAsk      bool
+	// The reset of an exhausted limit (R18), and its resolution.
+	reset, resetRes time.Duration
+	hasReset        bool
+	// The provider's request counts, when it sends them.
+	counts counts
+}
+
+// counts are a provider's request limit as it states it: limit requests a
+// window, remaining of them left, the window full again in window (at
+// resolution res).
+type counts struct {
+	limit, remaining int64
+	window, res      time.Duration
+	ok               bool
+}
+
+// The pacing policy's constants. They are a policy a human can read in a
+// diff, chosen with the goodput benchmark (bench/, RESULTS.md).
+const (
+	// firstInterval paces a key limited by a provider that says nothing of
+	// its rate: 200 sends a second, from which ramp grows it and the first
+	// 429s halve it: a guess too fast costs a few 429s, one too slow a
+	// queue of calls slotted at it.
+	firstInterval = 5 * time.Millisecond
+	// minInterval bounds the rate a lane may grow to: 10,000 sends a second.
+	minInterval = 100 * time.Microsecond
+	// rampGrow and steadyGrow are what one success takes off the interval
+	// of a learned rate: 20% while ramping, 0.05% after the first cut.
+	rampGrow   = 0.8
+	steadyGrow = 0.9995
+	// cutBy is what a 429 multiplies a learned interval by (the rate goes
+	// down by 15%); while ramping, the rate halves (rampCut), as TCP's slow
+	// start does: a ramp overshoots by more. Only a 429 to a send slotted
+	// since the last cut cuts: the others were paced at the old rate.
+	cutBy    = 1 / 0.85
+	rampCut  = 2
+	cutPause = 4
+	// quietAfter: a lane whose provider has not limited it for this long,
+	// and on which nobody waits, goes; the key flows freely again.
+	quietAfter = 5 * time.Second
+	// exactRes: counts whose window is at least this many resolutions long
+	// are trusted as the rate; a coarser window only bounds it.
+	exactRes = 8
+)
+
+// hear returns the lane after an answer at now. The hold only ever moves
+// forward (R17). An ask longer than the resolution of its form holds every
+// call for all of it (Retry-After: 20 holds every call 20 s; the server
+// always wins); an ask within one resolution (a whole-second Retry-After: 1,
+// which may mean a millisecond, or a whole-second reset) holds only the call
+// that got it (decide makes it wait all of it), and the others go at the
+// paced rate.
+func (l lane) hear(now time.Time, h heard) lane {
+	if h.hasAsk && !h.limited && h.ask > 0 {
+		h.limited = true // a 503 with Retry-After limits the key as a 429 does
+	}
+	if h.hasAsk && h.ask > h.askRes {
+		l.until = later(l.until, now.Add(h.ask))
+	}
+	if h.hasReset && h.reset > h.resetRes {
+		l.until = later(l.until, now.Add(h.reset))
+	}
+	if c := h.counts; c.ok && c.limit > c.remaining && c.window > 0 {
+		iv := c.window / time.Duration(c.limit-c.remaining)
+		switch {
+		case c.res*exactRes <= c.window:
+			l.interval, l.exact, l.ramp = max(iv, minInterval), true, false
+		case l.interval > iv:
+			// A coarse window is rounded up: the rate is at least this.
+			l.interval = max(iv, minInterval)
+		}
+	}
+	if h.limited {
+		l.limitedAt = now
+		switch {
+		case l.interval == 0:
+			l.interval, l.ramp, l.cutAt = firstInterval, true, now
+			if h.hasAsk && h.askRes <= time.Millisecond && h.ask > 0 {
+				// A fine ask is the time to the provider's next slot: a
+				// better first guess of the rate than none.
+				l.interval = min(max(h.ask, minInterval), firstInterval)
+			}
+		case !l.exact && h.slotted.After(l.cutAt):
+			by := cutBy
+			if l.ramp {
+				by = rampCut
+			}
+			l.interval = time.Duration(float64(l.interval) * by)
+			l.ramp, l.cutAt = false, now
+			// The sends slotted at the old rate would go on emptying the
+			// provider's bucket: a pause of a few slots lets it refill.
+			l.until = later(l.until, now.Add(cutPause*l.interval))
+		}
+		return l
+	}
+	if h.ok && l.interval > 0 && !l.exact {
+		grow := steadyGrow
+		if l.ramp {
+			grow = rampGrow
+		}
+		l.interval = max(time.Duration(float64(l.interval)*grow), minInterval)
+	}
+	return l
+}
+
+// wait is how long a send that asks at now waits for its slot: the hold,
+// then the schedule.
+func (l lane) wait(now time.Time) time.Duration {
+	return max(later(l.until, l.next).Sub(now), 0)
+}
+
+// take gives the slot of a send that asked at now and waits w, and returns
+// the lane with the schedule moved past it.
+func (l lane) take(now time.Time, w time.Duration) lane {
+	l.next = now.Add(w + l.interval)
+	return l
+}
+
+// untake gives back the slot of a send that waited w from now and did not
+// go (its call ended, or the wait did not fit), when no later slot was given
+// since: the schedule is first come first served, and a hole before other
+// sends' slots is simply a send less.
+func (l lane) untake(now time.Time, w time.Duration) lane {
+	if l.next.Equal(now.Add(w + l.interval)) {
+		l.next = l.next.Add(-l.interval)
+	}
+	return l
+}
+
+// idle reports whether the lane has nothing left to say at now: no hold, no
+// send waiting for a slot, and no 429 for quietAfter. Its key may go.
+func (l lane) idle(now time.Time) bool {
+	return !now.Before(l.until) && !now.Before(l.next) && now.Sub(l.limitedAt) >= quietAfter
+}
+
+func later(a, b time.Time) time.Time {
+	if b.After(a) {
+		return b
+	}
+	return a
+}
