@@ -119,8 +119,8 @@ type Provider struct {
 	srv    *server
 	bucket *Bucket
 
-	admitted, limited atomic.Int64
-	lastAdmit         atomic.Int64 // ns after Start of the latest admission
+	admitted, limited, abandoned atomic.Int64
+	lastAdmit                    atomic.Int64 // ns after Start of the latest admission
 }
 
 // NewProvider starts a provider with a full bucket. Close it when done.
@@ -162,6 +162,7 @@ func (p *Provider) serve(_ *server, w http.ResponseWriter, r *http.Request) {
 			// The client gave up, or the run is over and Close is waiting
 			// for this handler: nobody will read the answer.
 			t.Stop()
+			p.abandoned.Add(1)
 			return
 		}
 	}
@@ -174,6 +175,7 @@ func (p *Provider) serve(_ *server, w http.ResponseWriter, r *http.Request) {
 type ProviderStats struct {
 	Requests  int64         // every request received
 	Admitted  int64         // given a token (answered 200 unless the client left first)
+	Abandoned int64         // of Admitted, those whose client left before the answer
 	Limited   int64         // answered 429
 	Conns     int64         // TCP connections accepted
 	AdmitSpan time.Duration // from Start to the latest admission
@@ -184,6 +186,7 @@ func (p *Provider) Stats() ProviderStats {
 	return ProviderStats{
 		Requests:  p.srv.requests.Load(),
 		Admitted:  p.admitted.Load(),
+		Abandoned: p.abandoned.Load(),
 		Limited:   p.limited.Load(),
 		Conns:     p.srv.conns.Load(),
 		AdmitSpan: time.Duration(p.lastAdmit.Load()),
@@ -368,12 +371,18 @@ func (r GoodputReport) Span() time.Duration {
 }
 
 // RequestsPerSuccess is requests the provider received per call that got a
-// 200; +Inf when none did.
+// 200; +Inf when none did. A timed run leaves out the requests admitted but
+// not yet answered when it ended (Provider.Abandoned): they are not waste,
+// their calls were cut short on their way to a success.
 func (r GoodputReport) RequestsPerSuccess() float64 {
 	if r.OK == 0 {
 		return math.Inf(1)
 	}
-	return float64(r.Provider.Requests) / float64(r.OK)
+	n := r.Provider.Requests
+	if r.Config.Duration > 0 {
+		n -= r.Provider.Abandoned
+	}
+	return float64(n) / float64(r.OK)
 }
 
 // Goodput is the calls that ended ok within Span over the most that could
