@@ -22,18 +22,21 @@ import (
 // model, per API key, ...).
 //
 // The hold. The server's ask (Retry-After, retry-after-ms, or a body's
-// retryDelay) on a failed try, and an exhausted rate limit's reset
-// (ParseRateLimitReset) on any answer the Cooldown reads, hold every call to
-// the key, forward only, for all of the wait when it is longer than the
-// resolution of its form: Retry-After: 20 holds every call 20 s, and
-// retry-after-ms: 20 holds every call 20 ms. A wait within one resolution (a
-// whole-second Retry-After: 1 may mean a millisecond; so may a whole-second
-// reset) holds only the call that got it, which never retries before its
-// ask ends; the others go at the paced rate.
+// retryDelay) on a failed try holds every call to the key, forward only,
+// for all of it when it is longer than the resolution of its form:
+// Retry-After: 20 holds every call 20 s, and retry-after-ms: 20 holds every
+// call 20 ms. An ask within one resolution (a whole-second Retry-After: 1
+// may mean a millisecond) holds only the call that got it, which never
+// retries before its ask ends; the others go at the paced rate. An exhausted
+// rate limit's reset (ParseRateLimitReset), on any answer the Cooldown
+// reads, holds every call until the limit may be back: a reset written to
+// the second, until a second before it; in that last second the calls go
+// at the paced rate.
 //
 // The pace. A key that the provider limits (a 429, a Throttled try, or a
 // failed try with an ask) is paced from then on: its calls send one at a
-// time, first come first served, at the provider's rate. The rate is the
+// time, first come first served (a retry goes before the calls that came
+// after it: theirs wait a slot more), at the provider's rate. The rate is the
 // provider's word when it gives its counts at a useful resolution
 // (x-ratelimit-limit/remaining/reset-requests, the anthropic-ratelimit-
 // requests- and IETF RateLimit- equivalents: limit − remaining requests in
@@ -191,24 +194,34 @@ func appendLower(b []byte, s string) []byte {
 // reserve gives a send of e's key its slot at now, if the wait for it fits:
 // it must be shorter than left, and charge (the Budget's, when the call has
 // one) must accept it. ok false takes nothing.
-func (e *cooling) reserve(now time.Time, left time.Duration, charge func(time.Duration) bool) (w time.Duration, fromHold, ok bool) {
+func (e *cooling) reserve(now time.Time, retry bool, left time.Duration, charge func(time.Duration) bool) (w time.Duration, fromHold bool, tk ticket, ok bool) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	w = e.lane.wait(now)
-	fromHold = e.lane.until.After(now) && !e.lane.next.After(e.lane.until)
+	w = e.lane.wait(now, retry)
+	fromHold = e.lane.until.After(now) && (retry || !e.lane.next.After(e.lane.until))
 	if w > 0 && (w >= left || !charge(w)) {
-		return w, fromHold, false
+		return w, fromHold, tk, false
 	}
-	e.lane = e.lane.take(now, w)
-	return w, fromHold, true
+	e.lane, tk = e.lane.take(now, w, retry)
+	return w, fromHold, tk, true
 }
 
-// release gives back the slot of a send that reserved at now, waited w and
-// did not go.
-func (e *cooling) release(now time.Time, w time.Duration) {
+// release gives back the slot of tk, whose send did not go.
+func (e *cooling) release(tk ticket) {
 	e.mu.Lock()
-	e.lane = e.lane.untake(now, w)
+	e.lane = e.lane.untake(tk)
 	e.mu.Unlock()
+}
+
+// more is what a send holding tk must still wait at now: the rest of a hold
+// armed since it took its slot, and a slot for each retry let in before it
+// (fromHold: the hold is the longer); and its ticket since.
+func (e *cooling) more(now time.Time, tk ticket) (w time.Duration, fromHold bool, _ ticket) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	pushed, tk := e.lane.pushed(tk)
+	hold := max(e.lane.until.Sub(now), 0)
+	return max(hold, pushed), hold >= pushed && hold > 0, tk
 }
 
 // holdLeft is what is left at now of e's hold; 0 when none.

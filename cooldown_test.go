@@ -34,6 +34,7 @@ func paceAt(cd *Cooldown, key string, now time.Time, interval time.Duration) {
 	e.mu.Lock()
 	e.lane = e.lane.hear(now, heard{limited: true,
 		counts: counts{limit: 1000, remaining: 0, window: 1000 * interval, res: time.Nanosecond, ok: true}})
+	e.lane.interval = interval // (the exact rate less its slack)
 	e.mu.Unlock()
 }
 
@@ -74,6 +75,7 @@ func TestCooldownKeys(t *testing.T) {
 // TestCooldownArming checks R17's arming through the transport: which
 // answers hold, for how long, and which only pace.
 func TestCooldownArming(t *testing.T) {
+	anthropicReset := time.Now().Add(time.Hour).Truncate(time.Second)
 	for _, tc := range []struct {
 		name   string
 		reply  retryhttptest.Reply
@@ -91,8 +93,11 @@ func TestCooldownArming(t *testing.T) {
 			Header: http.Header{"Content-Type": {"application/json"}},
 			Body:   `{"error":{"code":429,"details":[{"@type":"type.googleapis.com/google.rpc.RetryInfo","retryDelay":"2.5s"}]}}`},
 			2500 * time.Millisecond, true, false},
-		{"an exhausted OpenAI limit on a 429 holds until its reset", retryhttptest.Status(429,
-			"X-Ratelimit-Limit-Requests", "10", "X-Ratelimit-Remaining-Requests", "0", "X-Ratelimit-Reset-Requests", "6s"), 6 * time.Second, true, false},
+		{"an exhausted OpenAI limit on a 429 holds until it may be back", retryhttptest.Status(429,
+			"X-Ratelimit-Limit-Requests", "10", "X-Ratelimit-Remaining-Requests", "0", "X-Ratelimit-Reset-Requests", "6s"), 6*time.Second - time.Millisecond, true, false},
+		{"an exhausted Anthropic limit, to the second: a second less", retryhttptest.Status(429,
+			"Anthropic-Ratelimit-Requests-Limit", "10", "Anthropic-Ratelimit-Requests-Remaining", "0",
+			"Anthropic-Ratelimit-Requests-Reset", anthropicReset.Format(time.RFC3339)), -1, true, false},
 		{"a 500 without an ask is not about the rate", retryhttptest.Status(500), 0, false, true},
 		{"a success in free flow is not read", retryhttptest.Status(200,
 			"X-Ratelimit-Remaining-Requests", "0", "X-Ratelimit-Reset-Requests", "6s"), 0, false, true},
@@ -107,6 +112,9 @@ func TestCooldownArming(t *testing.T) {
 			if tc.silent {
 				assert.Zero(t, cd.size(), "not watched")
 				return
+			}
+			if tc.hold < 0 { // the Anthropic row: a second before its reset
+				tc.hold = anthropicReset.Add(-time.Second).Sub(clk.Now())
 			}
 			if tc.hold > 0 {
 				assert.Equal(t, clk.Now().Add(tc.hold), cd.Until(origin))

@@ -3,6 +3,7 @@ package retryhttp
 import (
 	"container/heap"
 	"math"
+	"slices"
 	"testing"
 	"time"
 
@@ -87,7 +88,7 @@ func TestLaneHearExhaustive(t *testing.T) {
 			if h.hasReset {
 				word = later(word, now.Add(h.reset))
 				if h.reset > h.resetRes {
-					check(!got.until.Before(now.Add(h.reset)), "a reset past its resolution holds all of it")
+					check(!got.until.Before(now.Add(h.reset-h.resetRes)), "a reset holds until the limit may be back")
 				}
 			}
 			cut := got.cutAt.Equal(now) && !l.cutAt.Equal(now)
@@ -108,7 +109,7 @@ func TestLaneHearExhaustive(t *testing.T) {
 			fine := h.counts.ok && h.counts.limit > h.counts.remaining && h.counts.window > 0 && h.counts.res*exactRes <= h.counts.window
 			switch {
 			case fine:
-				want := max(h.counts.window/time.Duration(h.counts.limit-h.counts.remaining), minInterval)
+				want := max(time.Duration(float64(h.counts.window/time.Duration(h.counts.limit-h.counts.remaining))*exactSlack), minInterval)
 				check(got.interval == want && got.exact, "the provider's counts are the rate")
 			case limits && l.interval == 0:
 				check(got.interval > 0 && got.interval <= firstInterval && got.ramp, "a limit paces, from a guess, ramping")
@@ -149,30 +150,54 @@ func TestLaneSlots(t *testing.T) {
 	}{
 		{"free", lane{}, 0},
 		{"paced", lane{interval: 10 * time.Millisecond}, 0},
+		{"paced exactly", lane{interval: 10 * time.Millisecond, exact: true}, 0},
+		{"queued exactly", lane{next: now.Add(50 * time.Millisecond), interval: 10 * time.Millisecond, exact: true}, 50 * time.Millisecond},
 		{"held", lane{until: now.Add(time.Second), interval: 10 * time.Millisecond}, time.Second},
 		{"queued", lane{next: now.Add(50 * time.Millisecond), interval: 10 * time.Millisecond}, 50 * time.Millisecond},
 		{"queued behind a hold", lane{until: now.Add(time.Second), next: now.Add(2 * time.Second), interval: time.Millisecond}, 2 * time.Second},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			l := tc.l
-			var waits []time.Duration
+			var (
+				waits []time.Duration
+				tks   []ticket
+			)
 			for range 4 {
-				w := l.wait(now)
+				w := l.wait(now, false)
 				waits = append(waits, w)
-				l = l.take(now, w)
+				var tk ticket
+				l, tk = l.take(now, w, false)
+				tks = append(tks, tk)
 			}
 			for i, w := range waits {
 				assert.Equal(t, tc.wantFirst+time.Duration(i)*tc.l.interval, w, "slot %d", i)
 			}
 			// The last slot given back reopens; an earlier one does not.
-			back := l.untake(now, waits[3])
-			assert.Equal(t, waits[3], back.wait(now))
-			assert.Equal(t, l, l.untake(now, waits[1]), "a hole before later slots stays a hole")
+			back := l.untake(tks[3])
+			assert.Equal(t, waits[3], back.wait(now, false))
+			assert.Equal(t, l, l.untake(tks[1]), "a hole before later slots stays a hole")
+
+			// At the provider's own rate, a retry waits only for the hold;
+			// it pushes each send waiting one slot on, and the schedule
+			// too. At a learned rate it queues like any send.
+			rw := l.wait(now, true)
+			after, rtk := l.take(now, rw, true)
+			assert.Equal(t, l.wait(now, false)+tc.l.interval, after.wait(now, false), "the schedule moves one slot on")
+			more, _ := after.pushed(rtk)
+			assert.Zero(t, more, "the retry is not pushed by itself")
+			more, _ = after.pushed(tks[2])
+			if !tc.l.exact {
+				assert.Equal(t, l.wait(now, false), rw, "a learned rate: the retry queues")
+				assert.Zero(t, more)
+				return
+			}
+			assert.Equal(t, max(tc.l.until.Sub(now), 0), rw, "an exact rate: the retry waits only for the hold")
+			assert.Equal(t, tc.l.interval, more, "a send already waiting goes one slot later")
 		})
 	}
 	l := lane{until: now, next: now, interval: time.Second, limitedAt: now.Add(-quietAfter)}
 	assert.True(t, l.idle(now))
-	assert.Zero(t, l.wait(now))
+	assert.Zero(t, l.wait(now, false))
 	for _, busy := range []lane{
 		{until: now.Add(1), limitedAt: now.Add(-time.Hour)},
 		{next: now.Add(1), limitedAt: now.Add(-time.Hour)},
@@ -217,7 +242,7 @@ func TestLaneAgainstABucket(t *testing.T) {
 			ok, requests, wall := sim.run(1000)
 			goodput := float64(ok) / wall.Seconds() / 100
 			perOK := float64(requests) / float64(ok)
-			t.Logf("%s: %d ok, %.3f requests per success, goodput %.3f, wall %s", tc.dialect, ok, perOK, goodput, wall)
+			t.Logf("%s: %d ok, %.3f requests per success, goodput %.3f, wall %s, p99 %s", tc.dialect, ok, perOK, goodput, wall, sim.p99())
 			assert.Equal(t, 1000, ok)
 			assert.LessOrEqual(t, perOK, tc.maxPerOK)
 			assert.GreaterOrEqual(t, goodput, tc.minGoodput)
@@ -237,6 +262,7 @@ type sim struct {
 	events         simEvents
 	requests, oks  int
 	started, ended int
+	lat            []time.Duration
 }
 
 func newSim(rate, burst float64, callers int) *sim {
@@ -248,6 +274,8 @@ type simEvent struct {
 	try   int
 	sends bool      // a send at at; else a caller asking for a slot at at
 	slot  time.Time // when the send's slot was given; zero when not paced
+	tk    ticket
+	began time.Time // when the call began
 }
 
 type simEvents []simEvent
@@ -269,21 +297,27 @@ func (s *sim) run(n int) (ok, requests int, wall time.Duration) {
 	end := s.start
 	for range min(s.callers, n) {
 		s.started++
-		heap.Push(&s.events, simEvent{at: s.start, try: 1, sends: true}) // free flow: nothing is watched yet
+		heap.Push(&s.events, simEvent{at: s.start, try: 1, sends: true, began: s.start}) // free flow: nothing is watched yet
 	}
 	for s.events.Len() > 0 {
 		ev := heap.Pop(&s.events).(simEvent)
 		now := ev.at
 		if !ev.sends {
-			w := s.l.wait(now)
-			s.l = s.l.take(now, w)
-			heap.Push(&s.events, simEvent{at: now.Add(w), try: ev.try, sends: true, slot: now})
+			w := s.l.wait(now, ev.try > 1)
+			var tk ticket
+			s.l, tk = s.l.take(now, w, ev.try > 1)
+			heap.Push(&s.events, simEvent{at: now.Add(w), try: ev.try, sends: true, slot: now, tk: tk, began: ev.began})
 			continue
 		}
-		if s.l.until.After(now) && !ev.slot.IsZero() {
-			// Held since its slot was given: the transport looks again.
-			heap.Push(&s.events, simEvent{at: s.l.until, try: ev.try, sends: true, slot: ev.slot})
-			continue
+		if !ev.slot.IsZero() {
+			// Held or pushed since its slot was given: the transport looks again.
+			var more time.Duration
+			more, ev.tk = s.l.pushed(ev.tk)
+			if at := later(s.l.until, now.Add(more)); at.After(now) {
+				ev.at = at
+				heap.Push(&s.events, ev)
+				continue
+			}
 		}
 		s.requests++
 		h := s.answer(now)
@@ -294,10 +328,11 @@ func (s *sim) run(n int) (ok, requests int, wall time.Duration) {
 		}
 		if h.ok {
 			s.oks++
+			s.lat = append(s.lat, now.Sub(ev.began))
 			end = now
 			if s.started < n {
 				s.started++
-				heap.Push(&s.events, s.ask1(now, 1))
+				heap.Push(&s.events, s.ask1(now, 1, now))
 			}
 			continue
 		}
@@ -306,17 +341,24 @@ func (s *sim) run(n int) (ok, requests int, wall time.Duration) {
 			wait = max(wait, h.ask)
 		}
 		wait = max(wait, s.l.until.Sub(now))
-		heap.Push(&s.events, s.ask1(now.Add(wait), ev.try+1))
+		heap.Push(&s.events, s.ask1(now.Add(wait), ev.try+1, ev.began))
 	}
 	return s.oks, s.requests, end.Sub(s.start)
 }
 
 // ask1 is a caller asking for a slot at t, or sending at once in free flow.
-func (s *sim) ask1(t time.Time, try int) simEvent {
+func (s *sim) ask1(t time.Time, try int, began time.Time) simEvent {
 	if s.l.interval > 0 || s.l.until.After(t) {
-		return simEvent{at: t, try: try}
+		return simEvent{at: t, try: try, began: began}
 	}
-	return simEvent{at: t, try: try, sends: true}
+	return simEvent{at: t, try: try, sends: true, began: began}
+}
+
+// p99 is the 99th percentile of the successful calls' latency.
+func (s *sim) p99() time.Duration {
+	l := append([]time.Duration(nil), s.lat...)
+	slices.Sort(l)
+	return l[int(math.Ceil(0.99*float64(len(l))))-1]
 }
 
 // answer is the bucket's answer to a request at now, in the sim's dialect.

@@ -238,7 +238,7 @@ func (t *Transport) roundTrip(req *http.Request, first *tried) (*http.Response, 
 		}
 		if entry != nil && (try > 1 || first == nil) {
 			var err error
-			if held, slotted, err = t.hold(ctx, req, entry, budget, &p); err != nil {
+			if held, slotted, err = t.hold(ctx, req, entry, try > 1, budget, &p); err != nil {
 				closeBody(send.Body) // R1: the caller's body, or a retry's fresh one, is closed unsent
 				return nil, err
 			}
@@ -465,41 +465,37 @@ func (t *Transport) report(ctx context.Context, a Attempt, cleanup func()) {
 }
 
 // hold waits for what the Cooldown imposes on a try of req (R17): the
-// send's slot, then any hold armed while it waited (another call's 429, or
-// a pause after a cut). Each wait is a wait like any other: it must fit (R7)
-// and is charged to the Budget (R8) before it starts, and the caller's
-// context ends it. It returns what was waited and when the slot was given;
-// an error ends the call: a wait that does not fit sends nothing.
-func (t *Transport) hold(ctx context.Context, req *http.Request, e *cooling, budget *Budget, p *progress) (held time.Duration, slotted time.Time, err error) {
+// send's slot, then what came up while it waited: a hold armed by another
+// call's 429 or a pause after a cut, and a slot more for each retry let in
+// before it. Each wait is a wait like any other: it must fit (R7) and is
+// charged to the Budget (R8) before it starts, and the caller's context ends
+// it. It returns what was waited and when the slot was given; an error ends
+// the call: a wait that does not fit sends nothing.
+func (t *Transport) hold(ctx context.Context, req *http.Request, e *cooling, retry bool, budget *Budget, p *progress) (held time.Duration, slotted time.Time, err error) {
 	clk := t.cfg.clock
 	slotted = clk.Now()
 	left, untilDeadline := t.left(ctx, budget)
 	charge := func(w time.Duration) bool { return budget == nil || budget.reserve(w, untilDeadline) }
-	w, fromHold, ok := e.reserve(slotted, left, charge)
+	w, fromHold, tk, ok := e.reserve(slotted, retry, left, charge)
 	if !ok {
 		return 0, slotted, t.holdTooLong(req, w, budget, p)
 	}
-	if err := t.holdFor(ctx, req, w, fromHold, budget, p); err != nil {
-		e.release(slotted, w)
-		return 0, slotted, err
-	}
-	held = w
-	// A hold armed while this call waited holds it too; the hold only
-	// moves forward, and each round waits all of it, so this ends.
 	for {
-		now := clk.Now()
-		w := e.holdLeft(now)
-		if w == 0 {
+		if err := t.holdFor(ctx, req, w, fromHold, budget, p); err != nil {
+			e.release(tk)
+			return 0, slotted, err
+		}
+		held += w
+		// The hold only moves forward and retries are let in one at a
+		// time, each round waiting all of what it found: this ends.
+		if w, fromHold, tk = e.more(clk.Now(), tk); w == 0 {
 			return held, slotted, nil
 		}
 		left, untilDeadline := t.left(ctx, budget)
 		if w >= left || budget != nil && !budget.reserve(w, untilDeadline) {
+			e.release(tk)
 			return 0, slotted, t.holdTooLong(req, w, budget, p)
 		}
-		if err := t.holdFor(ctx, req, w, true, budget, p); err != nil {
-			return 0, slotted, err
-		}
-		held += w
 	}
 }
 
