@@ -1,6 +1,8 @@
 package retryhttp
 
 import (
+	"bytes"
+	"compress/gzip"
 	"context"
 	"errors"
 	"io"
@@ -235,6 +237,36 @@ func (r *readAhead) Read(p []byte) (int, error) {
 		return 0, err
 	}
 	return r.body.Read(p) // the read ahead stopped at maxDrain: the rest comes straight
+}
+
+// errorBody returns a failed body read ahead as ParseErrorBody is to read
+// it (R19). A caller that sets Accept-Encoding itself gets the body as the
+// server encoded it (net/http decompresses only what it asked for itself),
+// so a provider's JSON error may come in gzip: that is decompressed here,
+// at most maxDrain bytes of it, so that a gzip bomb costs no more than a
+// plain body, and a stream cut short gives what came of it. Any other
+// encoding (deflate, br, a list of codings) is left unparsed: nil. The
+// caller still gets the raw bytes: this is only what the transport reads.
+func errorBody(h http.Header, raw []byte) []byte {
+	codings := h.Values("Content-Encoding")
+	if len(codings) == 0 {
+		return raw
+	}
+	if len(codings) > 1 {
+		return nil
+	}
+	switch c := strings.TrimSpace(codings[0]); {
+	case c == "" || strings.EqualFold(c, "identity"):
+		return raw
+	case strings.EqualFold(c, "gzip") || strings.EqualFold(c, "x-gzip"): // RFC 9110: x-gzip is gzip
+		zr, err := gzip.NewReader(bytes.NewReader(raw))
+		if err != nil {
+			return nil
+		}
+		b, _ := io.ReadAll(io.LimitReader(zr, maxDrain)) // what came before an error is still worth reading
+		return b
+	}
+	return nil
 }
 
 // isJSON reports whether a response says its body is JSON (R19):

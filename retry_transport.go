@@ -297,7 +297,7 @@ func (t *Transport) roundTrip(req *http.Request, first *tried) (*http.Response, 
 				ahead = startReadAhead(resp.Body, true)
 				resp.Body = ahead // a response handed back yields every byte (R19)
 				ahead.wait(ctx, bodyTimeout)
-				hint := ParseErrorBody(ahead.bytes())
+				hint := ParseErrorBody(errorBody(resp.Header, ahead.bytes()))
 				if hint.Exhausted {
 					class = Permanent // a spent quota is not "busy, try again in a minute"
 				} else if hint.RetryAfter > 0 && (!hasAsk || hint.RetryAfter > ask) {
