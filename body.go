@@ -1,7 +1,10 @@
 package retryhttp
 
 import (
+	"bytes"
+	"compress/gzip"
 	"context"
+	"errors"
 	"io"
 	"mime"
 	"net/http"
@@ -30,49 +33,124 @@ const reuseGrace = time.Millisecond
 
 // readAhead reads the start of a response body (at most maxDrain bytes) on
 // a goroutine of its own, so that the transport can wait for it with a
-// bound and walk away from a body that stalls: closing the body ends the
-// read. Handed back to the caller, it is the body whole (R19): the bytes
-// read ahead as they come, then the rest.
+// bound and walk away from a body that stalls. Handed back to the caller, it
+// is the body whole (R19): the bytes read ahead as they come, then the rest.
+//
+// It never closes the body while its goroutine may be in the body's Read
+// (issue 17). io.ReadCloser does not promise that a Close concurrent with a
+// Read is safe, and net/http's own reader of a body it decompresses for the
+// caller (resp.Uncompressed, HTTP/1 and HTTP/2 alike) holds a lock in Read
+// while it waits for the gzip header, and takes it in Close: a transport
+// that closed a stalled body to end its read blocked in Close until the
+// caller's context ended. So Close, while the read still goes on, only marks
+// the body closed and returns at once, and the read is ended thus:
+//
+//   - on a try that has a context of its own (every retry, and every try
+//     under WithTryTimeout: its body is wrapped by cancelOnClose), Close
+//     cancels that context, which ends a net/http body's Read at once
+//     (HTTP/1 closes the connection, HTTP/2 resets the stream); the
+//     goroutine then closes the body;
+//   - on the first try without WithTryTimeout, sent with the caller's
+//     request and context (R16 leaves it no context of its own), the
+//     goroutine closes the body as soon as its Read returns: when the
+//     server sends more or closes, or when the caller's context ends (which
+//     ends the Read as above).
+//
+// Either way RoundTrip keeps its bound (R10), but in the second case the
+// goroutine, and the connection, may outlive it until then; so may they
+// when a base's body ignores its request's context.
+//
+// A Read that panics is recovered on the goroutine, where a panic would take
+// the process down: the read ends with errBodyReadPanicked, which does not
+// hold the panic's value (it may hold a secret), and the goroutine closes
+// the body. A handed-back body's Read returns that error after the bytes
+// that came before it.
 type readAhead struct {
-	body io.ReadCloser
-	keep bool          // keep the bytes (to parse them, and to hand them back)
-	done chan struct{} // closed when the read ahead has ended
+	body   io.ReadCloser
+	keep   bool                    // keep the bytes (to parse them, and to hand them back)
+	cancel context.CancelCauseFunc // ends the try's own context; nil when it has none (the first try)
+	done   chan struct{}           // closed when the read ahead has ended
 
-	mu   sync.Mutex
-	more *sync.Cond // the read ahead got bytes, or ended
-	buf  []byte     // what was read, when keep
-	off  int        // of buf, handed to the caller
-	err  error      // what ended the read: io.EOF at the end of the body, nil at maxDrain
+	mu         sync.Mutex
+	more       *sync.Cond // the read ahead got bytes, or ended, or Close was called
+	buf        []byte     // what was read, when keep
+	off        int        // of buf, handed to the caller
+	err        error      // what ended the read: io.EOF at the end of the body, nil at maxDrain
+	closed     bool       // Close was called
+	bodyClosed bool       // the goroutine closed the body (after Close, or a panic)
 }
 
+var (
+	errBodyReadPanicked = errors.New("retryhttp: response body Read panicked")
+	errReadAfterClose   = errors.New("retryhttp: read on closed response body")
+)
+
 func startReadAhead(body io.ReadCloser, keep bool) *readAhead {
-	r := &readAhead{body: body, keep: keep, done: make(chan struct{})}
+	r := &readAhead{body: body, keep: keep, cancel: tryCancel(body), done: make(chan struct{})}
 	r.more = sync.NewCond(&r.mu)
 	go r.run()
 	return r
 }
 
-func (r *readAhead) run() {
-	var err error
-	if r.keep {
-		chunk := make([]byte, 4<<10)
-		for n := 0; n < maxDrain && err == nil; {
-			var k int
-			k, err = r.body.Read(chunk[:min(len(chunk), maxDrain-n)])
-			n += k
-			r.mu.Lock()
-			r.buf = append(r.buf, chunk[:k]...)
-			r.more.Broadcast()
-			r.mu.Unlock()
-		}
-	} else {
-		_, err = io.CopyN(io.Discard, r.body, maxDrain)
+// tryCancel returns what ends the context of the try that body came from,
+// when the transport gave that try a context of its own (send wraps such a
+// body with cancelOnClose); nil otherwise.
+func tryCancel(body io.ReadCloser) context.CancelCauseFunc {
+	switch b := body.(type) {
+	case *cancelReadCloser:
+		return b.cancel
+	case *cancelReadWriteCloser:
+		return b.cancel
 	}
+	return nil
+}
+
+func (r *readAhead) run() {
+	err := r.read()
 	r.mu.Lock()
 	r.err = err
+	r.bodyClosed = r.closed || errors.Is(err, errBodyReadPanicked)
+	closeIt := r.bodyClosed
 	close(r.done)
 	r.more.Broadcast()
 	r.mu.Unlock()
+	if closeIt {
+		closeRecovered(r.body) // the Read has returned: no Close under it
+	}
+}
+
+// read reads the body ahead, and turns a panic in its Read into
+// errBodyReadPanicked.
+func (r *readAhead) read() (err error) {
+	defer func() {
+		if recover() != nil {
+			err = errBodyReadPanicked // never the value: it may hold a secret
+		}
+	}()
+	if !r.keep {
+		_, err = io.CopyN(io.Discard, r.body, maxDrain)
+		return err
+	}
+	chunk := make([]byte, 4<<10)
+	for n := 0; n < maxDrain && err == nil; {
+		var k int
+		k, err = r.body.Read(chunk[:min(len(chunk), maxDrain-n)])
+		got := chunk[:k] // out of the lock: a bad count panics here, not under it
+		n += k
+		r.mu.Lock()
+		r.buf = append(r.buf, got...)
+		r.more.Broadcast()
+		r.mu.Unlock()
+	}
+	return err
+}
+
+// closeRecovered closes a body on the read ahead's goroutine, where a panic
+// (from a body whose Read panicked already, say) would take the process
+// down.
+func closeRecovered(body io.Closer) {
+	defer func() { _ = recover() }()
+	_ = body.Close()
 }
 
 // wait waits until the read ahead has ended, d has passed in real time, or
@@ -108,15 +186,44 @@ func (r *readAhead) bytes() []byte {
 	return r.buf // the goroutine is done with it
 }
 
-// Close closes the body, which ends a read that is still going on.
-func (r *readAhead) Close() error { return r.body.Close() }
+// Close closes the body, or, while the read ahead still reads it, has the
+// goroutine close it when its Read returns, and ends the try's own context
+// if it has one, which ends that Read (see readAhead). It never blocks on
+// the read, and never closes the body under it.
+func (r *readAhead) Close() error {
+	r.mu.Lock()
+	if r.closed {
+		r.mu.Unlock()
+		return nil
+	}
+	r.closed = true
+	running := !r.finished()
+	closeNow := !running && !r.bodyClosed
+	r.more.Broadcast() // a Read waiting for bytes returns
+	r.mu.Unlock()
+	switch {
+	case running:
+		if r.cancel != nil {
+			r.cancel(nil)
+		}
+	case closeNow:
+		return r.body.Close()
+	}
+	return nil
+}
 
 // Read hands back the body: the bytes read ahead, as they come, then the
-// rest, as the caller would have read them without the transport.
+// rest, as the caller would have read them without the transport. After
+// Close it returns an error and never touches the body, which the read
+// ahead's goroutine may be closing.
 func (r *readAhead) Read(p []byte) (int, error) {
 	r.mu.Lock()
-	for r.off == len(r.buf) && !r.finished() {
+	for r.off == len(r.buf) && !r.finished() && !r.closed {
 		r.more.Wait()
+	}
+	if r.closed {
+		r.mu.Unlock()
+		return 0, errReadAfterClose
 	}
 	if r.off < len(r.buf) {
 		n := copy(p, r.buf[r.off:])
@@ -130,6 +237,36 @@ func (r *readAhead) Read(p []byte) (int, error) {
 		return 0, err
 	}
 	return r.body.Read(p) // the read ahead stopped at maxDrain: the rest comes straight
+}
+
+// errorBody returns a failed body read ahead as ParseErrorBody is to read
+// it (R19). A caller that sets Accept-Encoding itself gets the body as the
+// server encoded it (net/http decompresses only what it asked for itself),
+// so a provider's JSON error may come in gzip: that is decompressed here,
+// at most maxDrain bytes of it, so that a gzip bomb costs no more than a
+// plain body, and a stream cut short gives what came of it. Any other
+// encoding (deflate, br, a list of codings) is left unparsed: nil. The
+// caller still gets the raw bytes: this is only what the transport reads.
+func errorBody(h http.Header, raw []byte) []byte {
+	codings := h.Values("Content-Encoding")
+	if len(codings) == 0 {
+		return raw
+	}
+	if len(codings) > 1 {
+		return nil
+	}
+	switch c := strings.TrimSpace(codings[0]); {
+	case c == "" || strings.EqualFold(c, "identity"):
+		return raw
+	case strings.EqualFold(c, "gzip") || strings.EqualFold(c, "x-gzip"): // RFC 9110: x-gzip is gzip
+		zr, err := gzip.NewReader(bytes.NewReader(raw))
+		if err != nil {
+			return nil
+		}
+		b, _ := io.ReadAll(io.LimitReader(zr, maxDrain)) // what came before an error is still worth reading
+		return b
+	}
+	return nil
 }
 
 // isJSON reports whether a response says its body is JSON (R19):

@@ -260,7 +260,7 @@ func (t *Transport) roundTrip(req *http.Request, first *tried) (*http.Response, 
 			if c.observe != nil {
 				start = clk.Now()
 			}
-			resp, err = t.send(send)
+			resp, err = t.send(send, try > 1)
 			if c.observe != nil {
 				elapsed = clk.Since(start)
 			}
@@ -291,7 +291,7 @@ func (t *Transport) roundTrip(req *http.Request, first *tried) (*http.Response, 
 				ahead = startReadAhead(resp.Body, true)
 				resp.Body = ahead // a response handed back yields every byte (R19)
 				ahead.wait(ctx, bodyTimeout)
-				hint := ParseErrorBody(ahead.bytes())
+				hint := ParseErrorBody(errorBody(resp.Header, ahead.bytes()))
 				if hint.Exhausted {
 					class = Permanent // a spent quota is not "busy, try again in a minute"
 				} else if hint.RetryAfter > 0 && (!hasAsk || hint.RetryAfter > ask) {
@@ -574,19 +574,24 @@ func (f *progress) fail(reason Outcome, cause error) *Error {
 	return &Error{Tries: f.tries, Waited: f.waited, Status: f.status, RetryAfter: f.retryAfter, Reason: reason, Err: cause}
 }
 
-// send makes one try. With a try timeout (R13) the try runs under its own
-// context, cancelled by a timer on the injected clock if the headers are
-// late, or when the returned body is closed: a stream outlives the timeout.
-func (t *Transport) send(r *http.Request) (*http.Response, error) {
+// send makes one try. A retry, and every try with a try timeout (R13), runs
+// under its own context, cancelled when the returned body is closed or
+// abandoned (readAhead: that ends a stalled read without closing the body
+// under it), and with a try timeout by a timer on the injected clock if the
+// headers are late: a stream outlives the timeout.
+func (t *Transport) send(r *http.Request, retry bool) (*http.Response, error) {
 	d := t.cfg.tryTimeout
-	if d <= 0 {
-		return checkResult(t.base.RoundTrip(r))
+	if d <= 0 && !retry {
+		return checkResult(t.base.RoundTrip(r)) // the first try: the caller's context (R16)
 	}
 	ctx := r.Context()
 	tryCtx, cancel := context.WithCancelCause(ctx)
-	timer := t.cfg.clock.AfterFunc(d, func() { cancel(errTryTimedOut) })
+	var timer *clock.Timer
+	if d > 0 {
+		timer = t.cfg.clock.AfterFunc(d, func() { cancel(errTryTimedOut) })
+	}
 	resp, err := checkResult(t.base.RoundTrip(r.WithContext(tryCtx)))
-	if !timer.Stop() {
+	if timer != nil && !timer.Stop() {
 		// The timer fired, even if the headers came in the same instant:
 		// the try's context is gone, and with it the body.
 		cancel(errTryTimedOut)
@@ -698,8 +703,8 @@ func rewind(req *http.Request) (body io.ReadCloser, ok bool) {
 
 // discard drains a failed response the caller will not get (at most
 // maxDrain) and closes it, so that its connection can be reused (R10). It
-// waits for the drain at most bound, in real time: a body that stalls is
-// closed, which ends the read.
+// waits for the drain at most bound, in real time, then abandons a body
+// that stalls (readAhead.Close: never closed under its read).
 func discard(ctx context.Context, resp *http.Response, bound time.Duration) {
 	ra, ok := resp.Body.(*readAhead)
 	switch {
