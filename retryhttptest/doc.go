@@ -1,5 +1,5 @@
 // Package retryhttptest is a kit for testing code that calls providers
-// through retryhttp, as net/http/httptest is for net/http (API.md R22). A
+// through retryhttp, as net/http/httptest is for net/http (R22). A
 // Script stands in for the provider below the transport: it answers each try
 // from a list of replies and records every request. A Clock makes each wait
 // of the transport take no time and remembers it. A table-driven test of an
@@ -41,10 +41,11 @@
 // transport error (Fail). Reply.Asks adds the headers by which a server says
 // how long to wait, in each of the forms the transport reads (Signal):
 // Retry-After in seconds or as an HTTP-date, retry-after-ms, and the
-// rate-limit resets of OpenAI, Anthropic and the IETF draft. Reply.Cut makes
-// a stream that breaks mid-body. Hang is a try that gets no answer until its
-// context ends, for per-try timeouts. Script.Requests and Script.Len tell what
-// was sent, and when; Len is 0 when nothing was.
+// rate-limit resets of OpenAI, Anthropic and the IETF draft (which only a
+// Transport with a Cooldown reads). Reply.Cut makes a stream that breaks
+// mid-body. Hang is a try that gets no answer until its context ends, for
+// per-try timeouts. Script.Requests and Script.Len tell what was sent, and
+// when; Len is 0 when nothing was.
 //
 // # Which waits the Clock advances, and why
 //

@@ -8,8 +8,9 @@ import (
 )
 
 // A Signal is one of the ways a server says how long to wait: a form of
-// Retry-After (API.md R5) or of a rate limit's reset (R18). Reply.Asks writes
-// it, so that one table can run a case through every form.
+// Retry-After (R5) or of a rate limit's reset (R18). Reply.Asks writes it, so
+// that one table can run a case through every form. The transport reads the
+// rate-limit forms only when it has a Cooldown: see Reply.Asks.
 type Signal uint8
 
 // The forms a server says "wait d" in.
@@ -44,9 +45,20 @@ func (s Signal) String() string {
 // the Script's clock (time.Now without one). Forms with whole seconds round
 // d up: with RetryAfterDate the transport reads a wait in [d, d+1s), exactly
 // d when the clock is on a whole second (a NewClock is, until a wait with a
-// fraction of a second). The rate-limit forms say the limit is exhausted
-// (remaining 0); the transport reads them with retryhttp.ParseRateLimitReset,
-// on any status. A negative d counts as 0; Asks may be called more than once.
+// fraction of a second).
+//
+// The rate-limit forms (OpenAIReset, AnthropicReset, RateLimitReset,
+// RateLimitField) say the limit is exhausted (remaining 0), and act only on a
+// Transport with a Cooldown (retryhttp.WithCooldown), which reads them with
+// retryhttp.ParseRateLimitReset on any status, a success included: they arm
+// the Cooldown, so a retry of the call waits until the reset (From
+// FromCooldown) and every other call to the same key holds until then.
+// Without a Cooldown the transport ignores them: a 429 that carries only a
+// rate-limit form waits the backoff, and a 200 that carries one changes
+// nothing. The Retry-After forms act on any Transport, on a Transient or
+// Throttled reply.
+//
+// A negative d counts as 0; Asks may be called more than once.
 func (r Reply) Asks(s Signal, d time.Duration) Reply {
 	r.signals = append(r.signals[:len(r.signals):len(r.signals)], signal{form: s, d: max(d, 0)})
 	return r
