@@ -38,7 +38,10 @@
 // retries while most tries fail, so that retries do not multiply an outage.
 // A [Cooldown] (WithCooldown) shares what a provider says about the client:
 // when it asks one call to wait, or its rate-limit headers say a limit is
-// spent ([ParseRateLimitReset]), the other calls to it hold too.
+// spent ([ParseRateLimitReset]), the other calls to it hold too; and once it
+// has limited the client, every call to it is paced at its rate (the
+// provider's own, from its counts, or one learned from its 429s), each wait
+// fitted to the deadline and the Budget.
 //
 // # Seeing the retries
 //
