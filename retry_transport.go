@@ -2,14 +2,11 @@ package retryhttp
 
 import (
 	"context"
-	crand "crypto/rand"
-	"encoding/hex"
 	"errors"
 	"io"
 	"math"
 	"math/rand/v2"
 	"net/http"
-	"strings"
 	"sync/atomic"
 	"time"
 
@@ -596,72 +593,6 @@ func (f *progress) fail(reason Outcome, cause error) *Error {
 	return &Error{Tries: f.tries, Waited: f.waited, Status: f.status, RetryAfter: f.retryAfter, Reason: reason, Err: cause}
 }
 
-// send makes one try. With a try timeout (R13) the try runs under its own
-// context, cancelled by a timer on the injected clock if the headers are
-// late, or when the returned body is closed: a stream outlives the timeout.
-func (t *Transport) send(r *http.Request) (*http.Response, error) {
-	d := t.cfg.tryTimeout
-	if d <= 0 {
-		return checkResult(t.base.RoundTrip(r))
-	}
-	ctx := r.Context()
-	tryCtx, cancel := context.WithCancelCause(ctx)
-	timer := t.cfg.clock.AfterFunc(d, func() { cancel(errTryTimedOut) })
-	resp, err := checkResult(t.base.RoundTrip(r.WithContext(tryCtx)))
-	if !timer.Stop() {
-		// The timer fired, even if the headers came in the same instant:
-		// the try's context is gone, and with it the body.
-		cancel(errTryTimedOut)
-		if resp != nil {
-			_ = resp.Body.Close()
-		}
-		if ctx.Err() != nil {
-			if err == nil {
-				err = ctx.Err()
-			}
-			return nil, err // the caller's own end, not ours (R2)
-		}
-		return nil, &tryTimeoutError{d: d}
-	}
-	if err != nil {
-		cancel(nil)
-		return nil, err
-	}
-	resp.Body = cancelOnClose(resp.Body, cancel)
-	return resp, nil
-}
-
-// checkResult enforces the RoundTripper contract on the base: exactly one of
-// a response and an error (net/http's client does the same).
-func checkResult(resp *http.Response, err error) (*http.Response, error) {
-	switch {
-	case resp != nil && err != nil:
-		closeBody(resp.Body)
-		return nil, err
-	case resp == nil && err == nil:
-		return nil, errNilResponse
-	case resp != nil && resp.Body == nil:
-		resp.Body = http.NoBody // callers may always Close a response's body
-	}
-	return resp, err
-}
-
-var (
-	errNilResponse = errors.New("retryhttp: base RoundTripper returned a nil response and a nil error")
-	errTryTimedOut = errors.New("retryhttp: try timed out")
-)
-
-// tryTimeoutError is a try that ran out of WithTryTimeout. It is a net.Error
-// with Timeout() true; it does not match context.DeadlineExceeded, which
-// would say the caller's own deadline had passed.
-type tryTimeoutError struct{ d time.Duration }
-
-func (e *tryTimeoutError) Error() string {
-	return "retryhttp: try timed out after " + e.d.String() + " waiting for response headers"
-}
-func (e *tryTimeoutError) Timeout() bool   { return true }
-func (e *tryTimeoutError) Temporary() bool { return true }
-
 // left returns what the request may still wait (the smaller of its deadline
 // on the injected clock and its Budget) and, apart, the deadline's share.
 func (t *Transport) left(ctx context.Context, b *Budget) (left, untilDeadline time.Duration) {
@@ -738,69 +669,4 @@ func discard(ctx context.Context, resp *http.Response, bound time.Duration) {
 	}
 	ra.wait(ctx, bound)
 	_ = ra.Close()
-}
-
-func closeBody(b io.ReadCloser) {
-	if b != nil {
-		_ = b.Close()
-	}
-}
-
-// needsIdempotencyKey reports whether R11 gives req a key: a method that is
-// not idempotent by definition, and no key of the caller's own.
-func needsIdempotencyKey(req *http.Request) bool {
-	switch req.Method {
-	case "", http.MethodGet, http.MethodHead, http.MethodOptions, http.MethodTrace, http.MethodPut, http.MethodDelete:
-		return false
-	}
-	for name, values := range req.Header {
-		// Any spelling: a key set as header["idempotency-key"] is still the caller's.
-		if len(values) > 0 && strings.EqualFold(name, "Idempotency-Key") {
-			return false
-		}
-	}
-	return true
-}
-
-func withIdempotencyKey(req *http.Request) *http.Request {
-	r := req.Clone(req.Context())
-	if r.Header == nil {
-		r.Header = make(http.Header)
-	}
-	var key [16]byte
-	_, _ = crand.Read(key[:]) // never fails on supported platforms (Go 1.24+ crashes instead)
-	r.Header.Set("Idempotency-Key", hex.EncodeToString(key[:]))
-	return r
-}
-
-// cancelOnClose wraps a response body so that closing it also ends the try's
-// context (R13). A body that is also an io.Writer (101 Switching Protocols)
-// stays one.
-func cancelOnClose(body io.ReadCloser, cancel context.CancelCauseFunc) io.ReadCloser {
-	if rwc, ok := body.(io.ReadWriteCloser); ok {
-		return &cancelReadWriteCloser{ReadWriteCloser: rwc, cancel: cancel}
-	}
-	return &cancelReadCloser{ReadCloser: body, cancel: cancel}
-}
-
-type cancelReadCloser struct {
-	io.ReadCloser
-	cancel context.CancelCauseFunc
-}
-
-func (b *cancelReadCloser) Close() error {
-	err := b.ReadCloser.Close()
-	b.cancel(nil)
-	return err
-}
-
-type cancelReadWriteCloser struct {
-	io.ReadWriteCloser
-	cancel context.CancelCauseFunc
-}
-
-func (b *cancelReadWriteCloser) Close() error {
-	err := b.ReadWriteCloser.Close()
-	b.cancel(nil)
-	return err
 }
