@@ -22,8 +22,9 @@ type call struct {
 	budget     *Budget         // the request's (R8); nil when none
 	replayable bool            // the body can be sent again (R10)
 	number     uint64          // Attempt.Call; 0 without an Observer
-	first      tried           // the first try, when RoundTrip already made it (made)
-	key        string          // the Cooldown's key for req, made when first needed (keyed)
+	first      tried           // the first try, when RoundTrip already made it (hasFirst)
+	hasFirst   bool
+	key        string // the Cooldown's key for req, made when first needed (keyed)
 	keyed      bool
 	membership member   // of the Cooldown's entry for req (R17)
 	p          progress // what an *Error reports
@@ -82,7 +83,7 @@ func (c *call) run() (*http.Response, error) {
 // error.
 func (c *call) try() (*http.Response, error) {
 	c.p.tries = c.r.try
-	if c.r.try == 1 && c.first.made {
+	if c.r.try == 1 && c.hasFirst {
 		return checkResult(c.first.resp, c.first.err)
 	}
 	if c.cfg.observe == nil {

@@ -25,7 +25,7 @@ func (c *call) keyOf() string {
 // not fit sends nothing.
 func (c *call) hold() error {
 	cd := c.cfg.cooldown
-	if cd == nil || c.r.try == 1 && c.first.made || cd.active.Load() == 0 || c.keyOf() == "" {
+	if cd == nil || c.r.try == 1 && c.hasFirst || cd.active.Load() == 0 || c.keyOf() == "" {
 		return nil
 	}
 	start := c.cfg.clock.Now()

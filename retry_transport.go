@@ -182,14 +182,13 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 		}
 		return resp, nil
 	}
-	return t.roundTrip(req, &tried{resp: resp, err: err, made: true})
+	return t.roundTrip(req, &tried{resp: resp, err: err})
 }
 
 // tried is a first try that RoundTrip made before handing the call over.
 type tried struct {
 	resp *http.Response
 	err  error
-	made bool // the zero tried is no try
 }
 
 // roundTrip is the slow path: it checks req, then runs the retry loop as a
@@ -205,7 +204,7 @@ func (t *Transport) roundTrip(req *http.Request, first *tried) (*http.Response, 
 	}
 	c := call{t: t, cfg: &t.cfg, req: req}
 	if first != nil {
-		c.first = *first // a copy: the pointer stays on RoundTrip's stack (R16)
+		c.first, c.hasFirst = *first, true // a copy: the pointer stays on RoundTrip's stack
 	}
 	c.send = req // R1: the first try may send the caller's request itself
 	if c.cfg.idempotencyKey && needsIdempotencyKey(req) {
