@@ -282,3 +282,9 @@ func isJSON(h http.Header) bool {
 	}
 	return mt == "application/json" || strings.HasSuffix(mt, "+json")
 }
+
+func closeBody(b io.ReadCloser) {
+	if b != nil {
+		_ = b.Close()
+	}
+}

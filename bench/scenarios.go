@@ -109,13 +109,9 @@ func Post(lib Lib, size int) (PostResult, error) {
 	defer base.CloseIdleConnections()
 	client := &http.Client{Transport: lib.Wrap(base, Zero)}
 
-	// Warm up: the connection, the libraries' lazy set-up.
-	resp, err := client.Post(srv.URL+"/warmup", "application/octet-stream", bytes.NewReader(make([]byte, 1024)))
-	if err != nil {
-		return res, fmt.Errorf("warm-up: %w", err)
+	if err := warmUp(client, srv); err != nil {
+		return res, err
 	}
-	io.Copy(io.Discard, resp.Body)
-	resp.Body.Close()
 	mu.Lock()
 	res.BytesSeen = nil
 	mu.Unlock()
@@ -138,27 +134,9 @@ func Post(lib Lib, size int) (PostResult, error) {
 	if resetPeakRSS() != nil {
 		rss0 = -1
 	}
-	stop := make(chan struct{})
-	sampled := make(chan struct{})
-	var peak uint64
-	go func() { // samples the heap while the call runs
-		defer close(sampled)
-		tick := time.NewTicker(200 * time.Microsecond)
-		defer tick.Stop()
-		for {
-			if h := heapObjects(); h > peak {
-				peak = h
-			}
-			res.Samples++
-			select {
-			case <-stop:
-				return
-			case <-tick.C:
-			}
-		}
-	}()
+	sampler := startHeapSampler()
 
-	resp, err = client.Do(req)
+	resp, err := client.Do(req)
 	if err == nil {
 		io.Copy(io.Discard, resp.Body)
 		resp.Body.Close()
@@ -167,8 +145,8 @@ func Post(lib Lib, size int) (PostResult, error) {
 		res.Err = err.Error()
 	}
 
-	close(stop)
-	<-sampled
+	peak, samples := sampler.stop()
+	res.Samples = samples
 	runtime.ReadMemStats(&after)
 	if hwm := procStatus("VmHWM"); hwm >= 0 && rss0 >= 0 {
 		res.PeakRSS = hwm - rss0
@@ -178,6 +156,55 @@ func Post(lib Lib, size int) (PostResult, error) {
 	res.TriesSeen = int(srv.requests.Load())
 	runtime.KeepAlive(payload)
 	return res, nil
+}
+
+// warmUp sends one small POST through client: the connection, the
+// libraries' lazy set-up.
+func warmUp(client *http.Client, srv *server) error {
+	resp, err := client.Post(srv.URL+"/warmup", "application/octet-stream", bytes.NewReader(make([]byte, 1024)))
+	if err != nil {
+		return fmt.Errorf("warm-up: %w", err)
+	}
+	io.Copy(io.Discard, resp.Body)
+	resp.Body.Close()
+	return nil
+}
+
+// heapSampler samples the heap on a goroutine of its own while a call runs,
+// every 200 µs, keeping the peak.
+type heapSampler struct {
+	done    chan struct{} // closed by stop
+	sampled chan struct{} // closed when the goroutine has ended
+	peak    uint64
+	samples int
+}
+
+func startHeapSampler() *heapSampler {
+	s := &heapSampler{done: make(chan struct{}), sampled: make(chan struct{})}
+	go func() {
+		defer close(s.sampled)
+		tick := time.NewTicker(200 * time.Microsecond)
+		defer tick.Stop()
+		for {
+			if h := heapObjects(); h > s.peak {
+				s.peak = h
+			}
+			s.samples++
+			select {
+			case <-s.done:
+				return
+			case <-tick.C:
+			}
+		}
+	}()
+	return s
+}
+
+// stop ends the sampling and returns the peak and how many samples it took.
+func (s *heapSampler) stop() (peak uint64, samples int) {
+	close(s.done)
+	<-s.sampled
+	return s.peak, s.samples
 }
 
 func heapObjects() uint64 {
@@ -313,43 +340,15 @@ func (r RetryAfterResult) Latest() time.Duration {
 // answer was flushed: the retry can only look later than the client meant,
 // never earlier.
 func RetryAfter(libs []Lib, perCase int) []RetryAfterResult {
-	type key struct{ lib, status, call int }
-	var (
-		mu    sync.Mutex
-		first = map[key]time.Time{}
-		gaps  = map[[2]int][]time.Duration{}
-	)
-	srv := newServer(func(_ *server, w http.ResponseWriter, r *http.Request) {
-		arrived := time.Now()
-		var k key
-		if _, err := fmt.Sscanf(r.URL.Query().Get("call"), "%d-%d-%d", &k.lib, &k.status, &k.call); err != nil {
-			http.Error(w, "bad call", http.StatusBadRequest)
-			return
-		}
-		mu.Lock()
-		t1, seen := first[k]
-		mu.Unlock()
-		if seen {
-			mu.Lock()
-			gaps[[2]int{k.lib, k.status}] = append(gaps[[2]int{k.lib, k.status}], arrived.Sub(t1))
-			mu.Unlock()
-			w.Write([]byte("ok"))
-			return
-		}
-		w.Header().Set("Retry-After", strconv.Itoa(int(RetryAfterAsk/time.Second)))
-		w.WriteHeader(k.status)
-		w.(http.Flusher).Flush()
-		mu.Lock()
-		first[k] = time.Now()
-		mu.Unlock()
-	})
-	defer srv.Close()
+	ra := newRetryAfterServer()
+	defer ra.Close()
 
 	statuses := []int{http.StatusTooManyRequests, http.StatusServiceUnavailable}
-	results := make([]RetryAfterResult, 0, len(libs)*len(statuses))
-	var wg sync.WaitGroup
-	var fmu sync.Mutex
-	failures := map[[2]int][]string{}
+	var (
+		wg       sync.WaitGroup
+		fmu      sync.Mutex
+		failures = map[[2]int][]string{}
+	)
 	release := make(chan struct{})
 	for li, lib := range libs {
 		base := BaseTransport(perCase * len(statuses))
@@ -361,20 +360,8 @@ func RetryAfter(libs []Lib, perCase int) []RetryAfterResult {
 				go func() {
 					defer wg.Done()
 					<-release
-					url := fmt.Sprintf("%s/v1/chat/completions?call=%d-%d-%d", srv.URL, li, st, c)
-					resp, err := client.Get(url)
-					fail := ""
-					switch {
-					case err != nil:
-						fail = err.Error()
-					case resp.StatusCode != http.StatusOK:
-						fail = "status " + strconv.Itoa(resp.StatusCode)
-					}
-					if resp != nil {
-						io.Copy(io.Discard, resp.Body)
-						resp.Body.Close()
-					}
-					if fail != "" {
+					url := fmt.Sprintf("%s/v1/chat/completions?call=%d-%d-%d", ra.URL, li, st, c)
+					if fail := getOK(client, url); fail != "" {
 						fmu.Lock()
 						failures[[2]int{li, st}] = append(failures[[2]int{li, st}], fail)
 						fmu.Unlock()
@@ -385,23 +372,90 @@ func RetryAfter(libs []Lib, perCase int) []RetryAfterResult {
 	}
 	close(release)
 	wg.Wait()
+	results := make([]RetryAfterResult, 0, len(libs)*len(statuses))
 	for li, lib := range libs {
 		for _, st := range statuses {
-			g := gaps[[2]int{li, st}]
-			sort.Slice(g, func(i, j int) bool { return g[i] < g[j] })
-			r := RetryAfterResult{Lib: lib.Name, Status: st, Gaps: g, Failures: failures[[2]int{li, st}]}
-			for _, d := range g {
-				if d < RetryAfterAsk {
-					r.Early++
-				}
-			}
-			if n := len(g) + len(r.Failures); n < perCase {
-				r.Failures = append(r.Failures, fmt.Sprintf("%d calls never retried", perCase-n))
-			}
-			results = append(results, r)
+			results = append(results, tallyRetryAfter(lib, st, perCase, ra.gaps[[2]int{li, st}], failures[[2]int{li, st}]))
 		}
 	}
 	return results
+}
+
+// retryAfterServer answers each call's first try with its status and
+// `Retry-After: 2`, and its second with 200, and keeps the gap between
+// them per lib and status. A call names itself in its query:
+// call=lib-status-n.
+type retryAfterServer struct {
+	*server
+	mu    sync.Mutex
+	first map[retryAfterCall]time.Time // when a call's first answer was flushed
+	gaps  map[[2]int][]time.Duration   // by lib and status
+}
+
+type retryAfterCall struct{ lib, status, call int }
+
+func newRetryAfterServer() *retryAfterServer {
+	ra := &retryAfterServer{first: map[retryAfterCall]time.Time{}, gaps: map[[2]int][]time.Duration{}}
+	ra.server = newServer(func(_ *server, w http.ResponseWriter, r *http.Request) { ra.serve(w, r) })
+	return ra
+}
+
+func (ra *retryAfterServer) serve(w http.ResponseWriter, r *http.Request) {
+	arrived := time.Now()
+	var k retryAfterCall
+	if _, err := fmt.Sscanf(r.URL.Query().Get("call"), "%d-%d-%d", &k.lib, &k.status, &k.call); err != nil {
+		http.Error(w, "bad call", http.StatusBadRequest)
+		return
+	}
+	ra.mu.Lock()
+	t1, seen := ra.first[k]
+	ra.mu.Unlock()
+	if seen {
+		ra.mu.Lock()
+		ra.gaps[[2]int{k.lib, k.status}] = append(ra.gaps[[2]int{k.lib, k.status}], arrived.Sub(t1))
+		ra.mu.Unlock()
+		w.Write([]byte("ok"))
+		return
+	}
+	w.Header().Set("Retry-After", strconv.Itoa(int(RetryAfterAsk/time.Second)))
+	w.WriteHeader(k.status)
+	w.(http.Flusher).Flush()
+	ra.mu.Lock()
+	ra.first[k] = time.Now()
+	ra.mu.Unlock()
+}
+
+// getOK GETs url through client and reads the answer to the end: "" for a
+// 200, else what went wrong.
+func getOK(client *http.Client, url string) (fail string) {
+	resp, err := client.Get(url)
+	switch {
+	case err != nil:
+		fail = err.Error()
+	case resp.StatusCode != http.StatusOK:
+		fail = "status " + strconv.Itoa(resp.StatusCode)
+	}
+	if resp != nil {
+		io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+	}
+	return fail
+}
+
+// tallyRetryAfter sorts the gaps of one lib and status and counts those
+// shorter than the server's ask, and the calls that never came back.
+func tallyRetryAfter(lib Lib, status, perCase int, g []time.Duration, failures []string) RetryAfterResult {
+	sort.Slice(g, func(i, j int) bool { return g[i] < g[j] })
+	r := RetryAfterResult{Lib: lib.Name, Status: status, Gaps: g, Failures: failures}
+	for _, d := range g {
+		if d < RetryAfterAsk {
+			r.Early++
+		}
+	}
+	if n := len(g) + len(r.Failures); n < perCase {
+		r.Failures = append(r.Failures, fmt.Sprintf("%d calls never retried", perCase-n))
+	}
+	return r
 }
 
 // A RetryAfterForm is one way a server can say "wait".

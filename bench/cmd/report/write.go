@@ -123,7 +123,6 @@ func (r *report) earliest(lib string) (time.Duration, int, int, bool) {
 
 func (r *report) write(w io.Writer) {
 	p := func(format string, a ...any) { fmt.Fprintf(w, format, a...) }
-	libs := bench.Compared()
 	cpu := r.env.cpu
 	if r.cmpRaw.cpu != "" && r.cmpRaw.cpu != cpu {
 		cpu += " (go test: " + r.cmpRaw.cpu + ")"
@@ -140,7 +139,26 @@ func (r *report) write(w io.Writer) {
 	p("| command | `bench/run` (from a clean clone; the commands it ran are listed at the end) |\n")
 	p("| run time | %s for the whole of bench/run |\n\n", wallPlaceholder)
 
-	// Headline: cost of a success.
+	r.writeCost(w)
+	r.writeFailure(w)
+	r.writeTargets(w)
+
+	r.writeLibrary(w)
+	r.writePost(w)
+	r.writeOutage(w)
+	r.writeRetryAfter(w)
+	r.writeNotes(w)
+
+	p("## benchstat output\n\n")
+	p("### Side by side (`benchstat -col /lib`, ratios are to the bare transport)\n\n```\n%s```\n\n", r.cmpStat)
+	p("### The library's own benchmarks\n\n```\n%s```\n\n", r.libStat)
+	p("## Commands bench/run ran\n\nFrom the root of a clean clone, `bench/run` ran, in this order:\n\n```\n%s```\n", r.commands)
+}
+
+// writeCost writes the headline table of a first-try success.
+func (r *report) writeCost(w io.Writer) {
+	p := func(format string, a ...any) { fmt.Fprintf(w, format, a...) }
+	libs := bench.Compared()
 	p("## Headline\n\n")
 	p("### Cost of a first-try success\n\n")
 	p("Medians of %d runs (benchstat's tables with confidence intervals are below). ", r.cmpRaw.count(happyName("stub", "background", "bare")))
@@ -174,8 +192,12 @@ func (r *report) write(w io.Writer) {
 	p("the libraries ran at different moments of a shared machine, so compare each library with its own bare column, not with another library's; ")
 	p("the table gives the median over the runs and, in brackets, the lowest and highest run. The bare row pairs bare with bare: its ratio is the noise of the method. ")
 	p("Loopback allocs/op and B/op are BenchmarkHappy's, one request at a time; its means (ns/op) are in the benchstat output below, and swing far more on a shared machine.\n\n")
+}
 
-	// Headline: behaviour under failure.
+// writeFailure writes the headline table of behaviour under failure.
+func (r *report) writeFailure(w io.Writer) {
+	p := func(format string, a ...any) { fmt.Fprintf(w, format, a...) }
+	libs := bench.Compared()
 	p("\n### Under failure\n\n")
 	p("| library | one retry, stub, no backoff: ns/op | allocs/op | %d MiB POST, 503 then 200: peak heap growth | allocated | outage: tries per call | with its guard | outage: new TCP connections per call | earliest 2nd try after `Retry-After: 2` |\n", r.sizeMiB)
 	p("|---|--:|--:|--:|--:|--:|--:|--:|--:|\n")
@@ -219,18 +241,6 @@ func (r *report) write(w io.Writer) {
 		p("| failsafe-go, no jitter | | | | | | | | %s (%d of %d early) |\n", secs(e), early, n)
 	}
 	p("\n")
-	r.writeTargets(w)
-
-	r.writeLibrary(w)
-	r.writePost(w)
-	r.writeOutage(w)
-	r.writeRetryAfter(w)
-	r.writeNotes(w)
-
-	p("## benchstat output\n\n")
-	p("### Side by side (`benchstat -col /lib`, ratios are to the bare transport)\n\n```\n%s```\n\n", r.cmpStat)
-	p("### The library's own benchmarks\n\n```\n%s```\n\n", r.libStat)
-	p("## Commands bench/run ran\n\nFrom the root of a clean clone, `bench/run` ran, in this order:\n\n```\n%s```\n", r.commands)
 }
 
 func (r *report) writeTargets(w io.Writer) {

@@ -1,0 +1,329 @@
+package retryhttp
+
+import (
+	"context"
+	"io"
+	"math"
+	"math/rand/v2"
+	"net/http"
+	"time"
+)
+
+// A call is one RoundTrip that left the happy path (R16): what lives from
+// its first try to its last. roundTrip makes it on its own stack, and one
+// goroutine runs it. Each step of the loop is a method, in the order run
+// calls them, and the rules each one applies are cited where it applies them.
+type call struct {
+	t          *Transport
+	cfg        *config
+	req        *http.Request   // the caller's: classified (R2), logged, never modified (R1)
+	send       *http.Request   // what the next try sends: req itself first (R1), else a clone
+	ctx        context.Context // req's; every wait ends with it
+	budget     *Budget         // the request's (R8); nil when none
+	replayable bool            // the body can be sent again (R10)
+	number     uint64          // Attempt.Call; 0 without an Observer
+	first      tried           // the first try, when RoundTrip already made it (hasFirst)
+	hasFirst   bool
+	p          progress // what an *Error reports
+	redacted   string   // scheme://host/path for the Observer, made once
+	r          round    // the try under way
+}
+
+// round is one try: what it was sent after, what came back, what the
+// provider said about it, and what was decided. run starts each try with a
+// fresh one, so nothing of a try leaks into the next.
+type round struct {
+	try     int           // 1 for the first try
+	entry   *cooling      // the Cooldown's entry of req's key; nil when it is not watched (R17)
+	held    time.Duration // waited for the Cooldown just before this try
+	slotted time.Time     // when the Cooldown gave this try its slot; zero when it gave none
+	resp    *http.Response
+	err     error
+	class   Class
+	elapsed time.Duration // until headers or error, for the Observer
+	status  int           // of resp; 0 without one
+	now     time.Time     // when resp was heard; zero when nothing needed it
+	ask     time.Duration // the server's: Retry-After, retry-after-ms or a body's retryDelay
+	hasAsk  bool
+	inBody  bool          // the ask came from the body (R19)
+	quotaOK bool          // the Quota allows a retry (R12)
+	d       decision      // what the transport does next
+	body    io.ReadCloser // the next try's body (R10)
+	safeErr error         // err with no secret of req in its text (R14)
+}
+
+// run is the retry loop. It reads as the rules do: hold, try, hear, decide,
+// report, then stop, or wait and rewind for the next try. The try's response
+// is kept in the round: stop hands it back, wait drains it, and release
+// closes it if the Observer panics.
+func (c *call) run() (*http.Response, error) {
+	for try := 1; ; try++ {
+		c.r = round{try: try}
+		if err := c.hold(); err != nil {
+			return nil, err
+		}
+		c.r.resp, c.r.err = c.try()
+		c.hear()
+		c.decide()
+		c.report()
+		if c.r.d.outcome != Retrying {
+			return c.stop()
+		}
+		if err := c.wait(); err != nil {
+			return nil, err
+		}
+		c.rewind()
+	}
+}
+
+// try sends the request once, or takes the first try that RoundTrip already
+// made (R16), and returns what came back: exactly one of a response and an
+// error.
+func (c *call) try() (*http.Response, error) {
+	c.p.tries = c.r.try
+	if c.r.try == 1 && c.hasFirst {
+		return checkResult(c.first.resp, c.first.err)
+	}
+	if c.cfg.observe == nil {
+		return c.t.send(c.send, c.r.try > 1) // Elapsed is the Observer's alone (R15): no clock read without one
+	}
+	start := c.cfg.clock.Now()
+	resp, err := c.t.send(c.send, c.r.try > 1)
+	c.r.elapsed = c.cfg.clock.Since(start)
+	return resp, err
+}
+
+// hear makes out what the try says. It is classified with the caller's
+// request (R2): the Classifier sees what the caller sent, not our clone.
+// Then what the provider says is read (R5, R18, R19): its ask, and, for a
+// Cooldown, its rate-limit headers. A response that is not retried anyway is
+// not read: its body is the caller's. Every try counts against the Quota
+// (R12).
+func (c *call) hear() {
+	r := &c.r
+	r.class = c.cfg.classify(c.req, r.resp, r.err)
+	if r.resp != nil {
+		r.status = r.resp.StatusCode
+		c.p.status = r.status
+		if r.class != Permanent || c.cfg.cooldown != nil {
+			r.now = c.cfg.clock.Now()
+		}
+		if r.class != Permanent {
+			c.readAsk()
+		}
+	}
+	r.quotaOK = c.cfg.quota == nil || c.cfg.quota.record(r.class)
+	c.settle()
+}
+
+// readAsk reads how long the provider asks the client to wait: Retry-After
+// or retry-after-ms (R5), or the retryDelay of a JSON error body when it is
+// longer (R19). The body is read ahead, at most bodyTimeout, and takes the
+// body's place: parsed here, drained by a wait, or handed back whole with
+// the response (R19). A body that says the quota is spent makes the try
+// Permanent: a spent quota is not "busy, try again in a minute".
+func (c *call) readAsk() {
+	r := &c.r
+	r.ask, r.hasAsk = ParseRetryAfter(r.resp.Header, r.now)
+	if isJSON(r.resp.Header) && r.resp.ContentLength <= maxDrain {
+		ahead := startReadAhead(r.resp.Body, true)
+		r.resp.Body = ahead
+		ahead.wait(c.ctx, bodyTimeout)
+		hint := ParseErrorBody(errorBody(r.resp.Header, ahead.bytes()))
+		if hint.Exhausted {
+			r.class = Permanent
+		} else if hint.RetryAfter > 0 && (!r.hasAsk || hint.RetryAfter > r.ask) {
+			r.ask, r.hasAsk, r.inBody = hint.RetryAfter, true, true
+		}
+	}
+	if r.hasAsk && r.class != Permanent {
+		c.p.retryAfter = r.ask
+	}
+}
+
+// decide applies the policy (R9: the first reason to stop wins) to the try.
+// What only a wait needs (a backoff drawn, the cooldown, the deadline) is
+// read only when a retry is still possible. A wait the Budget cannot reserve
+// (R8: a concurrent call took what was left) or a body that cannot be had
+// again (R10) is decided again with that known, so the Observer is told
+// what is really done.
+func (c *call) decide() {
+	r := &c.r
+	s := situation{
+		class: r.class, try: r.try, maxRetries: c.cfg.maxRetries, replayable: c.replayable, quotaOK: r.quotaOK,
+		ask: r.ask, hasAsk: r.hasAsk, left: maxDuration, budget: c.budget != nil,
+	}
+	var untilDeadline time.Duration
+	if r.class != Permanent && r.try <= c.cfg.maxRetries && c.replayable && r.quotaOK {
+		s.backoff = c.cfg.backoff.Delay(r.try, rand.Float64())
+		s.cooldown = c.cooldownLeft()
+		s.left, untilDeadline = c.left()
+	}
+	d := decide(s)
+	if d.outcome == Retrying && c.budget != nil && !c.budget.reserve(d.wait, untilDeadline) {
+		s.left = d.wait
+		d = decide(s)
+	}
+	if d.outcome == Retrying {
+		var ok bool
+		if r.body, ok = rewindBody(c.req); !ok {
+			if c.budget != nil {
+				c.budget.refund(d.wait)
+			}
+			s.replayable = false
+			d = decide(s)
+		}
+	}
+	r.d = d
+}
+
+// report tells the Observer of the try (R15). What the library writes about
+// a try, here and in the logs that follow, never holds a secret (R14).
+func (c *call) report() {
+	r := &c.r
+	if r.err != nil {
+		r.safeErr = scrub(r.err, c.req)
+	}
+	if c.cfg.observe == nil {
+		return
+	}
+	if c.redacted == "" {
+		c.redacted = safeURL(c.req.URL)
+	}
+	c.observe(Attempt{
+		Call: c.number, Try: r.try, MaxTries: maxTries(c.cfg.maxRetries),
+		Method: c.req.Method, URL: c.redacted,
+		Status: r.status, Err: r.safeErr, Class: r.class,
+		Elapsed: r.elapsed, Wait: r.d.wait, From: r.d.from, Outcome: r.d.outcome, Held: r.held,
+	})
+}
+
+// observe calls the Observer. If it panics, what the try holds is released
+// before the panic goes on up: an Observer that panics leaks nothing (R15).
+func (c *call) observe(a Attempt) {
+	defer func() {
+		if v := recover(); v != nil {
+			c.release()
+			panic(v)
+		}
+	}()
+	c.cfg.observe(c.ctx, a)
+}
+
+// release closes the try's response and the next try's body, and gives
+// back the wait the Budget reserved for it (R8).
+func (c *call) release() {
+	r := &c.r
+	if r.resp != nil {
+		_ = r.resp.Body.Close()
+	}
+	closeBody(r.body)
+	if r.d.outcome == Retrying && c.budget != nil {
+		c.budget.refund(r.d.wait)
+	}
+}
+
+// stop ends the call after a try that is not retried. A Permanent try is
+// returned as it is: the body is the caller's now (R6), and a first try's
+// error unchanged (R9). Any other end is logged (R14); with a Budget, a rate
+// limit fails fast with ErrRateLimited (R8); else the last response is
+// handed back untouched, or the last error as an *Error (R9).
+func (c *call) stop() (*http.Response, error) {
+	r := &c.r
+	if r.d.outcome == Done {
+		if r.err == nil || r.try == 1 {
+			return r.resp, r.err
+		}
+		return nil, c.p.fail(Done, r.safeErr)
+	}
+	logGiveUp(c.cfg.logger, c.req, r.d.outcome, r.try, c.p.waited, r.status, r.safeErr)
+	if r.d.rateLimited {
+		if r.resp != nil {
+			discard(c.ctx, r.resp, bodyTimeout) // no wait follows (R10)
+		}
+		return nil, c.rateLimited(c.p.fail(r.d.outcome, ErrRateLimited))
+	}
+	if r.err != nil {
+		return nil, c.p.fail(r.d.outcome, r.safeErr)
+	}
+	return r.resp, nil
+}
+
+// wait logs the retry (R14) and waits the decided time on the clock,
+// draining the failed body meanwhile (R10). The wait runs from the
+// response; the drain overlaps it, and is abandoned when it ends or after
+// bodyTimeout, whichever comes first. A wait shorter than reuseGrace (a zero
+// backoff) gives the drain reuseGrace all the same: an error page that is a
+// moment from whole keeps its connection, which costs a provider's TLS
+// handshake far more than a millisecond to redo. A caller's context that
+// ends first ends the call, and the Budget gets back what was not waited.
+func (c *call) wait() error {
+	r := &c.r
+	logRetry(c.cfg.logger, c.req, r.try, c.cfg.maxRetries, r.status, r.d.wait, r.d.from, r.safeErr)
+	var unused time.Duration
+	ok := true
+	if r.resp != nil {
+		clk := c.cfg.clock
+		discard(c.ctx, r.resp, min(max(r.d.wait-clk.Since(r.now), reuseGrace), bodyTimeout))
+		spent := min(clk.Since(r.now), r.d.wait)
+		if c.ctx.Err() != nil {
+			unused, ok = max(r.d.wait-spent, 0), false
+		} else {
+			unused, ok = c.sleep(r.d.wait - spent)
+		}
+	} else {
+		unused, ok = c.sleep(r.d.wait)
+	}
+	if !ok {
+		if c.budget != nil {
+			c.budget.refund(unused)
+		}
+		c.p.waited += r.d.wait - unused
+		closeBody(r.body)
+		logGiveUp(c.cfg.logger, c.req, Canceled, r.try, c.p.waited, r.status, c.ctx.Err())
+		return c.p.fail(Canceled, c.ctx.Err())
+	}
+	c.p.waited += r.d.wait
+	return nil
+}
+
+// rewind makes the next try's request: every retry is a clone with a fresh
+// body (R1, R10), and a context that tells the base how many tries went
+// before it (R21).
+func (c *call) rewind() {
+	next := c.send.Clone(context.WithValue(c.ctx, resendKey{}, c.r.try))
+	if c.r.body != nil {
+		next.Body = c.r.body
+	}
+	c.send = next
+}
+
+// rateLimited ends a call that carries a Budget with ErrRateLimited (R8),
+// and lets the Budget remember it (R20).
+func (c *call) rateLimited(e *Error) *Error {
+	if c.budget != nil {
+		c.budget.noteErr(e)
+	}
+	return e
+}
+
+// progress is what a call has come to so far, for the *Error that ends it (R9).
+type progress struct {
+	tries      int           // sent
+	waited     time.Duration // charged, less what was given back
+	status     int           // of the last response received
+	retryAfter time.Duration // the last ask of the server
+}
+
+func (f *progress) fail(reason Outcome, cause error) *Error {
+	return &Error{Tries: f.tries, Waited: f.waited, Status: f.status, RetryAfter: f.retryAfter, Reason: reason, Err: cause}
+}
+
+// maxTries is 1 + maxRetries, saturated: WithMaxRetries(math.MaxInt) is
+// "no limit", not a negative count (R3).
+func maxTries(maxRetries int) int {
+	if maxRetries == math.MaxInt {
+		return math.MaxInt
+	}
+	return maxRetries + 1
+}

@@ -1,0 +1,89 @@
+package retryhttp
+
+import (
+	"context"
+	"io"
+	"net/http"
+	"time"
+)
+
+// left returns what the request may still wait (the smaller of its deadline
+// on the injected clock and its Budget, R7) and, apart, the deadline's share,
+// which is all a Budget may reserve (R8).
+func (c *call) left() (left, untilDeadline time.Duration) {
+	untilDeadline = maxDuration
+	if d, ok := c.ctx.Deadline(); ok {
+		untilDeadline = d.Sub(c.cfg.clock.Now())
+	}
+	left = untilDeadline
+	if c.budget != nil {
+		left = min(left, c.budget.Left())
+	}
+	return left, untilDeadline
+}
+
+// sleep waits d on the injected clock unless the caller's context ends
+// first; then it reports how much of d was not slept, for the Budget to get
+// back (R8).
+func (c *call) sleep(d time.Duration) (unused time.Duration, ok bool) {
+	ctx := c.ctx
+	if ctx.Err() != nil {
+		return d, false
+	}
+	if d <= 0 {
+		return 0, true
+	}
+	clk := c.cfg.clock
+	start := clk.Now()
+	timer := clk.Timer(d)
+	select {
+	case <-timer.C:
+		if ctx.Err() != nil {
+			// Both were ready: the caller's end wins, so a canceled call
+			// never sends another try (R9).
+			return max(d-clk.Since(start), 0), false
+		}
+		return 0, true
+	case <-ctx.Done():
+		timer.Stop()
+		return max(d-clk.Since(start), 0), false
+	}
+}
+
+// rewindBody returns a fresh copy of req's body for a retry (R10): nil when
+// req has no body, ok false when there is none to be had.
+func rewindBody(req *http.Request) (body io.ReadCloser, ok bool) {
+	if req.Body == nil || req.Body == http.NoBody {
+		return nil, true
+	}
+	if req.GetBody == nil {
+		return nil, false
+	}
+	body, err := req.GetBody()
+	if err != nil || body == nil {
+		return nil, false // never send an empty or partial body
+	}
+	return body, true
+}
+
+// discard drains a failed response the caller will not get (at most
+// maxDrain) and closes it, so that its connection can be reused (R10). It
+// waits for the drain at most bound, in real time, then abandons a body
+// that stalls (readAhead.Close: never closed under its read).
+func discard(ctx context.Context, resp *http.Response, bound time.Duration) {
+	ra, ok := resp.Body.(*readAhead)
+	switch {
+	case ok:
+		bound = 0 // read ahead before the decision, it has had its bodyTimeout
+	case resp.Body == http.NoBody || resp.ContentLength == 0:
+		_ = resp.Body.Close() // nothing to drain: no goroutine for it
+		return
+	case resp.ContentLength > maxDrain:
+		_ = resp.Body.Close() // too long to drain: the connection goes
+		return
+	default:
+		ra = startReadAhead(resp.Body, false)
+	}
+	ra.wait(ctx, bound)
+	_ = ra.Close()
+}
