@@ -235,7 +235,7 @@ func (e *cooling) holdLeft(now time.Time) time.Duration {
 // key was not watched; an answer that limits arms the key.
 func (c *Cooldown) hear(req *http.Request, e *cooling, now time.Time, h heard) {
 	if e == nil {
-		if !h.limited && !(h.hasAsk && h.ask > 0) && !(h.hasReset && h.reset > 0) {
+		if !h.arms() {
 			return // free flow, nothing to arm: no lock (R16)
 		}
 		key := c.keyOf(req)
@@ -249,6 +249,12 @@ func (c *Cooldown) hear(req *http.Request, e *cooling, now time.Time, h heard) {
 	e.mu.Lock()
 	e.lane = e.lane.hear(now, h)
 	e.mu.Unlock()
+}
+
+// arms reports whether an answer arms a key nobody watches: a limit, an
+// ask, or an exhausted limit's reset.
+func (h heard) arms() bool {
+	return h.limited || h.hasAsk && h.ask > 0 || h.hasReset && h.reset > 0
 }
 
 // arm returns key's entry, made if it has none; nil when 4096 keys are

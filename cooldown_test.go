@@ -27,10 +27,10 @@ func holdFor(cd *Cooldown, key string, now time.Time, d time.Duration) {
 	e.mu.Unlock()
 }
 
-// paceAt arms key on cd with an exact rate of one send per interval, as a
+// paceAt arms origin on cd with an exact rate of one send per interval, as a
 // 429 with OpenAI's counts at millisecond resolution would.
-func paceAt(cd *Cooldown, key string, now time.Time, interval time.Duration) {
-	e := cd.arm(key, now)
+func paceAt(cd *Cooldown, now time.Time, interval time.Duration) {
+	e := cd.arm(origin, now)
 	e.mu.Lock()
 	e.lane = e.lane.hear(now, heard{limited: true,
 		counts: counts{limit: 1000, remaining: 0, window: 1000 * interval, res: time.Nanosecond, ok: true}})
@@ -179,7 +179,7 @@ func TestCooldownPacesByRateNotAnswers(t *testing.T) {
 			return respond(200, "ok"), nil
 		})
 		tr := New(base, WithCooldown(cd))
-		paceAt(cd, origin, start, 100*time.Millisecond)
+		paceAt(cd, start, 100*time.Millisecond)
 		var wg sync.WaitGroup
 		for i := range 20 {
 			wg.Add(1)
@@ -211,7 +211,7 @@ func TestCooldownWaitsFitAndAreCharged(t *testing.T) {
 			script := retryhttptest.NewScript(retryhttptest.Status(200))
 			tr := New(script, WithCooldown(cd))
 			start := time.Now()
-			paceAt(cd, origin, start, time.Second)
+			paceAt(cd, start, time.Second)
 			budget := NewBudget(3500 * time.Millisecond) // shared by the six calls: room for slots at 0, 1 and 2 s
 			ctx := WithBudget(context.Background(), budget)
 			type result struct {
@@ -363,7 +363,7 @@ func TestCooldownThroughTheTransport(t *testing.T) {
 		var held []time.Duration
 		tr := New(retryhttptest.NewScript(ok), WithClock(clk), WithCooldown(cd), WithLogger(log),
 			WithObserver(func(_ context.Context, a Attempt) { held = append(held, a.Held) }))
-		paceAt(cd, origin, clk.Now(), 50*time.Millisecond)
+		paceAt(cd, clk.Now(), 50*time.Millisecond)
 		for range 3 {
 			resp, err := tr.RoundTrip(getReq(context.Background()))
 			require.NoError(t, err)
@@ -465,7 +465,7 @@ func TestCooldownBasePanics(t *testing.T) {
 		return respond(200, "ok"), nil
 	})
 	tr := New(base, WithClock(clk), WithCooldown(cd))
-	paceAt(cd, origin, clk.Now(), 100*time.Millisecond)
+	paceAt(cd, clk.Now(), 100*time.Millisecond)
 	require.Panics(t, func() { _, _ = tr.RoundTrip(getReq(context.Background())) })
 	for range 3 {
 		resp, err := tr.RoundTrip(getReq(context.Background()))

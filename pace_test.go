@@ -92,7 +92,8 @@ func TestLaneHearExhaustive(t *testing.T) {
 				}
 			}
 			cut := got.cutAt.Equal(now) && !l.cutAt.Equal(now)
-			if !(h.hasAsk && h.ask > h.askRes) && !(h.hasReset && h.reset > h.resetRes) && !cut {
+			holds := h.hasAsk && h.ask > h.askRes || h.hasReset && h.reset > h.resetRes
+			if !holds && !cut {
 				check(got.until.Equal(l.until), "an ask within its resolution holds nobody else")
 			}
 			if cut {
@@ -252,17 +253,17 @@ func TestLaneAgainstABucket(t *testing.T) {
 
 // sim is a virtual-time model of callers, one lane and a token bucket.
 type sim struct {
-	rate, burst    float64
-	callers        int
-	ask, counts    bool
-	askRes         time.Duration
-	tokens         float64
-	last, start    time.Time
-	l              lane
-	events         simEvents
-	requests, oks  int
-	started, ended int
-	lat            []time.Duration
+	rate, burst   float64
+	callers       int
+	ask, counts   bool
+	askRes        time.Duration
+	tokens        float64
+	last, start   time.Time
+	l             lane
+	events        simEvents
+	requests, oks int
+	started       int
+	lat           []time.Duration
 }
 
 func newSim(rate, burst float64, callers int) *sim {
