@@ -15,6 +15,7 @@ import (
 	"github.com/retryhttp/retryhttp/retryhttptest"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"go.uber.org/goleak"
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
 	"go.uber.org/zap/zaptest/observer"
@@ -212,4 +213,30 @@ func newRequest(t *testing.T, ctx context.Context, method, url string, body []by
 	req, err := http.NewRequestWithContext(ctx, method, url, r)
 	require.NoError(t, err)
 	return req
+}
+
+// ttAttempts collects what an Observer is told.
+type ttAttempts struct {
+	mu  sync.Mutex
+	all []Attempt
+}
+
+func (a *ttAttempts) observe(_ context.Context, at Attempt) {
+	a.mu.Lock()
+	a.all = append(a.all, at)
+	a.mu.Unlock()
+}
+
+func (a *ttAttempts) list() []Attempt {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return append([]Attempt(nil), a.all...)
+}
+
+// ttNoLeak fails the test if a goroutine it started is still running when
+// it ends. The test must not be parallel.
+func ttNoLeak(t *testing.T) {
+	t.Helper()
+	opt := goleak.IgnoreCurrent()
+	t.Cleanup(func() { goleak.VerifyNone(t, opt) })
 }

@@ -1,15 +1,19 @@
 // Command funclen lists the functions longer than -max lines (80 unless
-// told), counted from the func keyword to the closing brace, in the .go
-// files under the given directories (the current one unless told).
-// Test files are left out unless -tests; testdata and vendor always are.
-// It prints one line per function, longest first, and nothing when every
-// function fits. From the repo root:
+// told), counted from the func keyword to the closing brace, and the files
+// longer than -maxfile lines (450 unless told), in the .go files under the
+// given directories (the current one unless told). Test files are left out
+// unless -tests; testdata, vendor and directories whose names begin with "."
+// or "_" always are, as the go command leaves them out. It prints one line
+// per function, longest first, then one per file, longest first, and
+// nothing when everything fits. It exits 1 when it prints anything, 2 when
+// it cannot read a file. From the repo root:
 //
 //	go -C tools run ./funclen ..           the library, its kit and examples
-//	go -C tools run ./funclen -tests ..    tests too
+//	go -C tools run ./funclen -tests ..    tests too (as CI runs it)
 package main
 
 import (
+	"bytes"
 	"cmp"
 	"flag"
 	"fmt"
@@ -31,13 +35,14 @@ type long struct {
 
 func main() {
 	maxLines := flag.Int("max", 80, "the longest a function may be, in lines")
+	maxFile := flag.Int("maxfile", 450, "the longest a file may be, in lines")
 	tests := flag.Bool("tests", false, "include _test.go files")
 	flag.Parse()
 	dirs := flag.Args()
 	if len(dirs) == 0 {
 		dirs = []string{"."}
 	}
-	var found []long
+	var found, files []long
 	fset := token.NewFileSet()
 	for _, dir := range dirs {
 		err := filepath.WalkDir(dir, func(path string, d fs.DirEntry, err error) error {
@@ -45,7 +50,7 @@ func main() {
 				return err
 			}
 			if d.IsDir() {
-				if n := d.Name(); n == "testdata" || n == "vendor" {
+				if path != dir && skipDir(d.Name()) {
 					return filepath.SkipDir
 				}
 				return nil
@@ -53,7 +58,14 @@ func main() {
 			if !strings.HasSuffix(path, ".go") || !*tests && strings.HasSuffix(path, "_test.go") {
 				return nil
 			}
-			f, err := parser.ParseFile(fset, path, nil, parser.SkipObjectResolution)
+			src, err := os.ReadFile(path)
+			if err != nil {
+				return err
+			}
+			if n := lines(src); n > *maxFile {
+				files = append(files, long{where: path, name: "file", lines: n})
+			}
+			f, err := parser.ParseFile(fset, path, src, parser.SkipObjectResolution)
 			if err != nil {
 				return err
 			}
@@ -74,10 +86,32 @@ func main() {
 			os.Exit(2)
 		}
 	}
-	slices.SortFunc(found, func(a, b long) int { return cmp.Compare(b.lines, a.lines) })
-	for _, l := range found {
+	longest := func(a, b long) int { return cmp.Or(cmp.Compare(b.lines, a.lines), cmp.Compare(a.where, b.where)) }
+	slices.SortFunc(found, longest)
+	slices.SortFunc(files, longest)
+	for _, l := range slices.Concat(found, files) {
 		fmt.Printf("%s: %s %d lines\n", l.where, l.name, l.lines)
 	}
+	if len(found)+len(files) > 0 {
+		os.Exit(1)
+	}
+}
+
+// skipDir reports whether the walk leaves out a directory of this name: the
+// go command ignores testdata and names that begin with "." or "_" (.git
+// among them), and vendor holds code that is not ours.
+func skipDir(name string) bool {
+	return name == "testdata" || name == "vendor" || strings.HasPrefix(name, ".") || strings.HasPrefix(name, "_")
+}
+
+// lines is the number of lines of src, as wc -l counts them, plus a last line
+// that lacks its newline.
+func lines(src []byte) int {
+	n := bytes.Count(src, []byte("\n"))
+	if len(src) > 0 && src[len(src)-1] != '\n' {
+		n++
+	}
+	return n
 }
 
 // name is fn's name, with its receiver's type for a method: (*T).m.

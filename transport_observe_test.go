@@ -1,0 +1,139 @@
+package retryhttp
+
+import (
+	"context"
+	"io"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/retryhttp/retryhttp/retryhttptest"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// TestObserver checks R15: one Attempt per try, in order, before the wait,
+// with the request's context and a URL free of query and userinfo.
+func TestObserver(t *testing.T) {
+	const tryTime = 250 * time.Millisecond
+	clk := retryhttptest.NewClock()
+	script := retryhttptest.NewScript(reply(503), reply(429, "Retry-After", "5"), reply(200)).WithClock(clk)
+	slow := roundTripperFunc(func(r *http.Request) (*http.Response, error) {
+		clk.Add(tryTime) // the try itself takes time on the injected clock
+		return script.RoundTrip(r)
+	})
+	type ctxKey struct{}
+	var (
+		attempts    []Attempt
+		waitsBefore []int // waits taken before each report
+	)
+	tr := New(slow, WithClock(clk), WithBackoff(noJitter), WithObserver(func(ctx context.Context, a Attempt) {
+		assert.Equal(t, "turn-7", ctx.Value(ctxKey{}), "the observer gets the request's context")
+		waitsBefore = append(waitsBefore, len(clk.Waits()))
+		attempts = append(attempts, a)
+	}))
+	ctx := context.WithValue(context.Background(), ctxKey{}, "turn-7")
+	resp, err := tr.RoundTrip(newRequest(t, ctx, "POST", "https://bob:hunter2@api.example.com/v1/chat?key=secret#frag", []byte("{}")))
+	require.NoError(t, err)
+	resp.Body.Close()
+
+	want := []Attempt{
+		{Try: 1, Status: 503, Class: Transient, Wait: 400 * time.Millisecond, From: FromBackoff, Outcome: Retrying},
+		{Try: 2, Status: 429, Class: Throttled, Wait: 5 * time.Second, From: FromRetryAfter, Outcome: Retrying},
+		{Try: 3, Status: 200, Class: Permanent, Outcome: Done},
+	}
+	require.Len(t, attempts, len(want))
+	call := attempts[0].Call
+	assert.NotZero(t, call, "a call number")
+	for i := range want {
+		want[i].Call, want[i].MaxTries, want[i].Method, want[i].URL, want[i].Elapsed = call, 3, "POST", "https://api.example.com/v1/chat", tryTime
+	}
+	assert.Equal(t, want, attempts)
+	assert.Equal(t, []int{0, 1, 2}, waitsBefore, "try n is reported after n-1 waits, before the n-th")
+	assertWaits(t, []time.Duration{400 * time.Millisecond, 5 * time.Second}, clk.Waits())
+
+	// A second call gets another number.
+	resp, err = tr.RoundTrip(newRequest(t, ctx, "GET", "https://api.example.com/v1", nil))
+	require.NoError(t, err)
+	resp.Body.Close()
+	assert.NotEqual(t, call, attempts[len(attempts)-1].Call, "two calls share a number")
+}
+
+// TestLogs checks R14: a Warn entry per retry with its fields, and one
+// give-up entry when the transport stops after a failed try.
+func TestLogs(t *testing.T) {
+	log, logs := logSink()
+	_, _, tr := scripted(replies{reply(503), retryhttptest.Fail(errRefused), reply(429, "Retry-After", "3")}, WithLogger(log))
+	resp, err := tr.RoundTrip(newRequest(t, context.Background(), "POST", "https://u:p@api.example.com/v1/chat?key=k", []byte("{}")))
+	require.NoError(t, err)
+	resp.Body.Close()
+
+	type (
+		fields = map[string]any
+		entry  struct {
+			Level, Msg string
+			Fields     fields
+		}
+	)
+	want := []entry{
+		{"warn", "llm transient failure — retrying", fields{"attempt": int64(1), "max": int64(2), "status": int64(503), "wait_ms": int64(400),
+			"wait_from": "backoff", "method": "POST", "url": "https://api.example.com/v1/chat"}},
+		{"warn", "llm transient failure — retrying", fields{"attempt": int64(2), "max": int64(2), "status": int64(0), "wait_ms": int64(800),
+			"wait_from": "backoff", "method": "POST", "url": "https://api.example.com/v1/chat", "error": "dial tcp: connection refused"}},
+		{"warn", "llm transient failure — giving up", fields{"reason": "exhausted", "tries": int64(3), "waited_ms": int64(1200), "status": int64(429),
+			"url": "https://api.example.com/v1/chat"}},
+	}
+	var got []entry
+	for _, e := range logs.All() {
+		got = append(got, entry{e.Level.String(), e.Message, e.ContextMap()})
+	}
+	assert.Equal(t, want, got)
+}
+
+// TestNoLogsOnSuccessOrPermanentFailure: only retries and give-ups log.
+func TestNoLogsOnSuccessOrPermanentFailure(t *testing.T) {
+	for _, r := range []retryhttptest.Reply{reply(200), reply(404), retryhttptest.Fail(errNotFound)} {
+		log, logs := logSink()
+		_, _, tr := scripted(replies{r}, WithLogger(log))
+		if resp, _ := tr.RoundTrip(newRequest(t, context.Background(), "GET", "https://api.example.com", nil)); resp != nil {
+			resp.Body.Close()
+		}
+		assert.Empty(t, logs.All(), "status %d, error %v", r.Status, r.Err)
+	}
+}
+
+// TestObserverPanicLeaksNothing: an Observer that panics has the try's
+// response closed, the next try's fresh body closed, and the Budget's charge
+// given back before the panic goes on up to the caller (R15).
+func TestObserverPanicLeaksNothing(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		status int
+	}{
+		{"on a success", 200},
+		{"on a retry", 503},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			respBody := &trackedBody{r: strings.NewReader("x")}
+			var fresh *trackedBody
+			base := roundTripperFunc(func(*http.Request) (*http.Response, error) {
+				return &http.Response{StatusCode: tc.status, Header: http.Header{}, Body: respBody, ContentLength: 1}, nil
+			})
+			budget := NewBudget(PublicTierMaxWait)
+			req := newRequest(t, WithBudget(context.Background(), budget), "POST", "https://api.example.com", []byte("{}"))
+			req.GetBody = func() (io.ReadCloser, error) {
+				fresh = &trackedBody{r: strings.NewReader("{}")}
+				return fresh, nil
+			}
+			tr := New(base, WithClock(retryhttptest.NewClock()), WithObserver(func(context.Context, Attempt) { panic("observer bug") }))
+			assert.PanicsWithValue(t, "observer bug", func() { _, _ = tr.RoundTrip(req) })
+			assert.EqualValues(t, 1, respBody.closed.Load(), "the try's response is closed")
+			if tc.status != 200 {
+				require.NotNil(t, fresh)
+				assert.EqualValues(t, 1, fresh.closed.Load(), "the next try's body is closed")
+			}
+			assert.Zero(t, budget.Waited(), "nothing stays charged")
+		})
+	}
+}
