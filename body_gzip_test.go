@@ -70,23 +70,25 @@ func must(err error) {
 	}
 }
 
-// A caller that sets Accept-Encoding: gzip itself gets the body as the
-// server encoded it (net/http decompresses only what it asked for), so a
-// Gemini 429 comes gzip'd. The transport reads its retryDelay all the same
-// (R19), from at most 64 KiB decompressed, and the caller still gets every
-// byte as the server sent it. Encodings other than gzip are not parsed.
-func TestBodyGzipErrorBody(t *testing.T) {
+// gzipCase is a row of TestBodyGzipErrorBody: the server's first answer is
+// a JSON 429 whose body is body, sent with Content-Encoding encoding; the
+// second is a 200 "ok".
+type gzipCase struct {
+	name       string
+	encoding   string
+	body       []byte
+	budget     bool
+	maxRetries int
+	wantWaits  []time.Duration
+	wantStatus int // what the caller gets; 0: an *Error
+	wantErr    Error
+}
+
+// gzipErrorBodyCases are the rows of TestBodyGzipErrorBody.
+func gzipErrorBodyCases(t *testing.T) []gzipCase {
+	t.Helper()
 	gz := gzipOf(t, []byte(geminiPerMinute))
-	for _, tc := range []struct {
-		name       string
-		encoding   string
-		body       []byte
-		budget     bool
-		maxRetries int
-		wantWaits  []time.Duration
-		wantStatus int // what the caller gets; 0: an *Error
-		wantErr    Error
-	}{
+	return []gzipCase{
 		{name: "gzip: the body's retryDelay is the wait", encoding: "gzip", body: gz, maxRetries: 2,
 			wantWaits: []time.Duration{gemini45}, wantStatus: 200},
 		{name: "x-gzip, any case: gzip", encoding: "X-GZip", body: gz, maxRetries: 2,
@@ -107,7 +109,16 @@ func TestBodyGzipErrorBody(t *testing.T) {
 			wantWaits: []time.Duration{400 * time.Millisecond}, wantStatus: 200},
 		{name: "identity: parsed as it is", encoding: "identity", body: []byte(geminiPerMinute), maxRetries: 2,
 			wantWaits: []time.Duration{gemini45}, wantStatus: 200},
-	} {
+	}
+}
+
+// A caller that sets Accept-Encoding: gzip itself gets the body as the
+// server encoded it (net/http decompresses only what it asked for), so a
+// Gemini 429 comes gzip'd. The transport reads its retryDelay all the same
+// (R19), from at most 64 KiB decompressed, and the caller still gets every
+// byte as the server sent it. Encodings other than gzip are not parsed.
+func TestBodyGzipErrorBody(t *testing.T) {
+	for _, tc := range gzipErrorBodyCases(t) {
 		t.Run(tc.name, func(t *testing.T) {
 			ttNoLeak(t)
 			require.LessOrEqual(t, len(tc.body), 64<<10, "the body must be read ahead")

@@ -148,6 +148,34 @@ func goneWithin(t *testing.T) time.Duration {
 	return time.Since(start)
 }
 
+// stalledCase is a row of TestFaultStalledBody: the server's first answer
+// has status, Retry-After retryAfter and, if json, a JSON Content-Type, and
+// a body that stalls; the second is a 200 "ok".
+type stalledCase struct {
+	name       string
+	status     int
+	retryAfter string
+	json       bool
+	budget     bool
+	deadline   time.Duration // real; 0: none
+	maxRetries int
+	wantStatus int  // of what the caller gets; 0: an error
+	wantLimit  bool // the error is ErrRateLimited
+	wantTries  int
+}
+
+// stalledBodyCases are the rows of TestFaultStalledBody.
+var stalledBodyCases = []stalledCase{
+	{name: "503, retried: the stalled body is closed", status: 503, maxRetries: 2, wantStatus: 200, wantTries: 2},
+	{name: "JSON 429, retried: the read ahead is closed", status: 429, json: true, maxRetries: 2, wantStatus: 200, wantTries: 2},
+	{name: "3 s deadline, 400 ms backoff: the retry goes", status: 503, deadline: 3 * time.Second, maxRetries: 2, wantStatus: 200, wantTries: 2},
+	{name: "public-tier 429 is retried when the wait fits", status: 429, budget: true, maxRetries: 2, wantStatus: 200, wantTries: 2},
+	{name: "public-tier 429, Retry-After 30: fails fast", status: 429, retryAfter: "30", budget: true, maxRetries: 2, wantLimit: true, wantTries: 1},
+	{name: "public-tier JSON 429, Retry-After 30: fails fast", status: 429, retryAfter: "30", json: true, budget: true, maxRetries: 2, wantLimit: true, wantTries: 1},
+	{name: "no retries: the 503 is handed back unread", status: 503, maxRetries: 0, wantStatus: 503, wantTries: 1},
+	{name: "no retries: the JSON 429 is handed back whole", status: 429, json: true, maxRetries: 0, wantStatus: 429, wantTries: 1},
+}
+
 // A failed response whose body stalls never holds the call (R10): the
 // transport reads it for itself at most bodyTimeout where no wait follows,
 // overlaps the read with the wait where one does, and abandons a stalled
@@ -156,27 +184,7 @@ func goneWithin(t *testing.T) time.Duration {
 // it). The server sends 7 of the 1000 bytes it declares, then nothing, as in
 // the report that found the hang.
 func TestFaultStalledBody(t *testing.T) {
-	for _, tc := range []struct {
-		name       string
-		status     int
-		retryAfter string
-		json       bool
-		budget     bool
-		deadline   time.Duration // real; 0: none
-		maxRetries int
-		wantStatus int  // of what the caller gets; 0: an error
-		wantLimit  bool // the error is ErrRateLimited
-		wantTries  int
-	}{
-		{name: "503, retried: the stalled body is closed", status: 503, maxRetries: 2, wantStatus: 200, wantTries: 2},
-		{name: "JSON 429, retried: the read ahead is closed", status: 429, json: true, maxRetries: 2, wantStatus: 200, wantTries: 2},
-		{name: "3 s deadline, 400 ms backoff: the retry goes", status: 503, deadline: 3 * time.Second, maxRetries: 2, wantStatus: 200, wantTries: 2},
-		{name: "public-tier 429 is retried when the wait fits", status: 429, budget: true, maxRetries: 2, wantStatus: 200, wantTries: 2},
-		{name: "public-tier 429, Retry-After 30: fails fast", status: 429, retryAfter: "30", budget: true, maxRetries: 2, wantLimit: true, wantTries: 1},
-		{name: "public-tier JSON 429, Retry-After 30: fails fast", status: 429, retryAfter: "30", json: true, budget: true, maxRetries: 2, wantLimit: true, wantTries: 1},
-		{name: "no retries: the 503 is handed back unread", status: 503, maxRetries: 0, wantStatus: 503, wantTries: 1},
-		{name: "no retries: the JSON 429 is handed back whole", status: 429, json: true, maxRetries: 0, wantStatus: 429, wantTries: 1},
-	} {
+	for _, tc := range stalledBodyCases {
 		t.Run(tc.name, func(t *testing.T) {
 			ttNoLeak(t)
 			var tries atomic.Int32

@@ -90,6 +90,40 @@ func TestFaultThrottleStorm(t *testing.T) {
 	srv.waitNoConns(t)
 }
 
+// callEnd is how one call of TestFaultManyCallers ended: the status of the
+// response handed back (err nil, or what was wrong with its body), or the
+// error RoundTrip returned (status 0).
+type callEnd struct {
+	status int
+	err    error
+}
+
+// countCallEnds checks how each call of TestFaultManyCallers ended (a 200, or
+// an exhausted 503, 429 or *Error) and counts the ends by status, "error" for
+// an *Error. An end that is neither is reported and not counted.
+func countCallEnds(t *testing.T, results <-chan callEnd) map[string]int {
+	t.Helper()
+	counts := map[string]int{}
+	for o := range results {
+		if o.err == nil {
+			assert.Contains(t, []int{200, 503, 429}, o.status, "a call's status: 200, or an exhausted 503 or 429")
+			counts[strconv.Itoa(o.status)]++
+			continue
+		}
+		var e *Error
+		if !assert.ErrorAs(t, o.err, &e, "a call's end: a response or an exhausted *Error") {
+			continue
+		}
+		assert.Equal(t, Exhausted, e.Reason, "%v", o.err)
+		assert.Equal(t, 3, e.Tries, "%v", o.err)
+		assert.Error(t, e.Err, "the cause")
+		assert.NotErrorAs(t, e.Err, new(*Error), "an *Error inside an *Error")
+		assert.NotErrorIs(t, o.err, context.Canceled, "a call cut by the 10 s watchdog")
+		counts["error"]++
+	}
+	return counts
+}
+
 // 32 goroutines x 10 calls through one Transport against a server that fails
 // a share of its tries in every way it can: each call ends in a response or a
 // typed *Error, and every connection is closed in the end.
@@ -118,11 +152,7 @@ func TestFaultManyCallers(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	watchdog := time.AfterFunc(10*time.Second, cancel)
 	defer watchdog.Stop()
-	type outcome struct {
-		status int
-		err    error
-	}
-	results := make(chan outcome, goroutines*calls)
+	results := make(chan callEnd, goroutines*calls)
 	var wg sync.WaitGroup
 	for g := range goroutines {
 		wg.Add(1)
@@ -137,7 +167,7 @@ func TestFaultManyCallers(t *testing.T) {
 				req, _ := http.NewRequestWithContext(ctx, method, srv.URL, body)
 				resp, err := tr.RoundTrip(req)
 				if err != nil {
-					results <- outcome{err: err}
+					results <- callEnd{err: err}
 					continue
 				}
 				b, _ := io.ReadAll(resp.Body)
@@ -145,31 +175,14 @@ func TestFaultManyCallers(t *testing.T) {
 				if resp.StatusCode == http.StatusOK && string(b) != "ok" {
 					err = fmt.Errorf("200 with body %q", b)
 				}
-				results <- outcome{status: resp.StatusCode, err: err}
+				results <- callEnd{status: resp.StatusCode, err: err}
 			}
 		}()
 	}
 	wg.Wait()
 	close(results)
 
-	counts := map[string]int{}
-	for o := range results {
-		if o.err == nil {
-			assert.Contains(t, []int{200, 503, 429}, o.status, "a call's status: 200, or an exhausted 503 or 429")
-			counts[strconv.Itoa(o.status)]++
-			continue
-		}
-		var e *Error
-		if !assert.ErrorAs(t, o.err, &e, "a call's end: a response or an exhausted *Error") {
-			continue
-		}
-		assert.Equal(t, Exhausted, e.Reason, "%v", o.err)
-		assert.Equal(t, 3, e.Tries, "%v", o.err)
-		assert.Error(t, e.Err, "the cause")
-		assert.NotErrorAs(t, e.Err, new(*Error), "an *Error inside an *Error")
-		assert.NotErrorIs(t, o.err, context.Canceled, "a call cut by the 10 s watchdog")
-		counts["error"]++
-	}
+	counts := countCallEnds(t, results)
 	total := 0
 	for _, c := range counts {
 		total += c

@@ -107,56 +107,62 @@ func TestPerTry(t *testing.T) {
 		counterByAttrs(t, r.metrics(t), metricTries, keyOutcome, keyStatusClass))
 }
 
+// perCallCase is a row of TestPerCall: the provider plays plan to one call,
+// with a Budget in its context if budget.
+type perCallCase struct {
+	name        string
+	plan        []reply
+	budget      bool
+	wantStatus  int // 0: an error that errors.Is ErrRateLimited
+	wantOutcome []string
+	wantWaits   []time.Duration // on the Clock
+	wantAttrs   map[attribute.Key]attribute.Value
+	wantNo      []attribute.Key
+	wantSpan    codes.Code
+}
+
+// perCallCases are the rows of TestPerCall.
+var perCallCases = []perCallCase{
+	{
+		name: "retried, no Budget", plan: []reply{fail(503), ok()},
+		wantStatus: 200, wantOutcome: []string{"retrying", "done"}, wantWaits: []time.Duration{time.Second},
+		wantAttrs: map[attribute.Key]attribute.Value{keyTries: attribute.IntValue(2), keyOutcome: attribute.StringValue("done")},
+		wantNo:    []attribute.Key{keyBudgetWaited, keyRateLimited},
+	},
+	{
+		name: "retried within the Budget", plan: []reply{fail(503), ok()}, budget: true,
+		wantStatus: 200, wantOutcome: []string{"retrying", "done"}, wantWaits: []time.Duration{time.Second},
+		wantAttrs: map[attribute.Key]attribute.Value{
+			keyBudgetWaited: attribute.Int64Value(1000), keyBudgetLeft: attribute.Int64Value(9000),
+			keyRateLimited: attribute.BoolValue(false),
+		},
+		wantNo: []attribute.Key{keyRetryAfter},
+	},
+	{
+		name: "rate limited past the Budget fails fast", plan: []reply{fail(429, "Retry-After", "30")}, budget: true,
+		wantOutcome: []string{"out_of_time"},
+		wantAttrs: map[attribute.Key]attribute.Value{
+			keyTries: attribute.IntValue(1), keyOutcome: attribute.StringValue("out_of_time"),
+			keyBudgetWaited: attribute.Int64Value(0), keyRateLimited: attribute.BoolValue(true),
+			keyRetryAfter: attribute.Int64Value(30000),
+		},
+		wantSpan: codes.Error,
+	},
+	{
+		name: "rate limited without a Budget is handed back", plan: []reply{fail(429, "Retry-After", "30")},
+		wantStatus: 429, wantOutcome: []string{"retrying", "retrying", "exhausted"},
+		wantWaits: []time.Duration{30 * time.Second, 30 * time.Second},
+		wantAttrs: map[attribute.Key]attribute.Value{keyTries: attribute.IntValue(3), keyOutcome: attribute.StringValue("exhausted")},
+		wantNo:    []attribute.Key{keyRateLimited},
+		wantSpan:  codes.Error,
+	},
+}
+
 // TestPerCall: the call span alone, a CLIENT span named by the method, with
 // an event per try and, when the request carries a Budget, what it came to
 // and whether the call failed fast.
 func TestPerCall(t *testing.T) {
-	tests := []struct {
-		name        string
-		plan        []reply
-		budget      bool
-		wantStatus  int // 0: an error that errors.Is ErrRateLimited
-		wantOutcome []string
-		wantWaits   []time.Duration // on the Clock
-		wantAttrs   map[attribute.Key]attribute.Value
-		wantNo      []attribute.Key
-		wantSpan    codes.Code
-	}{
-		{
-			name: "retried, no Budget", plan: []reply{fail(503), ok()},
-			wantStatus: 200, wantOutcome: []string{"retrying", "done"}, wantWaits: []time.Duration{time.Second},
-			wantAttrs: map[attribute.Key]attribute.Value{keyTries: attribute.IntValue(2), keyOutcome: attribute.StringValue("done")},
-			wantNo:    []attribute.Key{keyBudgetWaited, keyRateLimited},
-		},
-		{
-			name: "retried within the Budget", plan: []reply{fail(503), ok()}, budget: true,
-			wantStatus: 200, wantOutcome: []string{"retrying", "done"}, wantWaits: []time.Duration{time.Second},
-			wantAttrs: map[attribute.Key]attribute.Value{
-				keyBudgetWaited: attribute.Int64Value(1000), keyBudgetLeft: attribute.Int64Value(9000),
-				keyRateLimited: attribute.BoolValue(false),
-			},
-			wantNo: []attribute.Key{keyRetryAfter},
-		},
-		{
-			name: "rate limited past the Budget fails fast", plan: []reply{fail(429, "Retry-After", "30")}, budget: true,
-			wantOutcome: []string{"out_of_time"},
-			wantAttrs: map[attribute.Key]attribute.Value{
-				keyTries: attribute.IntValue(1), keyOutcome: attribute.StringValue("out_of_time"),
-				keyBudgetWaited: attribute.Int64Value(0), keyRateLimited: attribute.BoolValue(true),
-				keyRetryAfter: attribute.Int64Value(30000),
-			},
-			wantSpan: codes.Error,
-		},
-		{
-			name: "rate limited without a Budget is handed back", plan: []reply{fail(429, "Retry-After", "30")},
-			wantStatus: 429, wantOutcome: []string{"retrying", "retrying", "exhausted"},
-			wantWaits: []time.Duration{30 * time.Second, 30 * time.Second},
-			wantAttrs: map[attribute.Key]attribute.Value{keyTries: attribute.IntValue(3), keyOutcome: attribute.StringValue("exhausted")},
-			wantNo:    []attribute.Key{keyRateLimited},
-			wantSpan:  codes.Error,
-		},
-	}
-	for _, tt := range tests {
+	for _, tt := range perCallCases {
 		t.Run(tt.name, func(t *testing.T) {
 			r := newRig(t, tt.plan...)
 			ctx := context.Background()
