@@ -37,6 +37,7 @@ type round struct {
 	entry   *cooling      // the Cooldown's entry of req's key; nil when it is not watched (R17)
 	held    time.Duration // waited for the Cooldown just before this try
 	slotted time.Time     // when the Cooldown gave this try its slot; zero when it gave none
+	sent    time.Time     // when the Cooldown let this try go; zero when it did not pace it
 	resp    *http.Response
 	err     error
 	class   Class

@@ -31,17 +31,21 @@ import (
 // rate limit's reset (ParseRateLimitReset), on any answer the Cooldown
 // reads, holds every call until the limit may be back: a reset written to
 // the second, until a second before it; in that last second the calls go
-// at the paced rate.
+// at the paced rate. A reset runs from when the try was sent, when the
+// Cooldown paced it: a provider counts a request as it admits it, so the
+// counts on a slow answer are as old as the answer is slow. A hold armed
+// while sends wait for their slots moves them on, in their order and
+// spacing, so that they do not all go the instant it ends.
 //
 // The pace. A key that the provider limits (a 429, a Throttled try, or a
 // failed try with an ask) is paced from then on: its calls send one at a
-// time, first come first served (a retry goes before the calls that came
-// after it: theirs wait a slot more), at the provider's rate. The rate is the
+// time, first come first served (a retry goes before the calls waiting:
+// theirs wait a slot more), at the provider's rate. The rate is the
 // provider's word when it gives its counts at a useful resolution
 // (x-ratelimit-limit/remaining/reset-requests, the anthropic-ratelimit-
 // requests- and IETF RateLimit- equivalents: limit − remaining requests in
 // the reset window); otherwise it is learned: it grows with each success
-// (fast until the first 429, then by 0.05%) and a 429 to a send paced at
+// (by 2% until the first 429, then by 0.05%) and a 429 to a send paced at
 // the current rate cuts it by 15% and pauses the key four slots. A key not limited for 5 s, with nobody waiting,
 // flows freely again.
 //

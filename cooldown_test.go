@@ -2,13 +2,9 @@ package retryhttp
 
 import (
 	"context"
-	"errors"
-	"fmt"
 	"net/http"
 	"strings"
-	"sync"
 	"testing"
-	"testing/synctest"
 	"time"
 
 	"github.com/benbjohnson/clock"
@@ -139,358 +135,123 @@ func TestCooldownArming(t *testing.T) {
 	})
 }
 
-// TestCooldownSeedRule: the call that got an ask never retries before it
-// ends, even when the ask holds nobody else (whole seconds: Retry-After: 1).
-func TestCooldownSeedRule(t *testing.T) {
-	clk := retryhttptest.NewClock()
-	cd := NewCooldown(nil)
-	script := retryhttptest.NewScript(retryhttptest.Status(429, "Retry-After", "1"), retryhttptest.Status(200), retryhttptest.Status(200)).WithClock(clk)
-	var attempts []Attempt
-	tr := New(script, WithClock(clk), WithCooldown(cd), WithBackoff(Backoff{Base: time.Millisecond, Factor: 1, Max: time.Millisecond}),
-		WithObserver(func(_ context.Context, a Attempt) { attempts = append(attempts, a) }))
-	resp, err := tr.RoundTrip(getReq(context.Background()))
-	require.NoError(t, err)
-	resp.Body.Close()
-	require.Len(t, attempts, 2)
-	assert.Equal(t, time.Second, attempts[0].Wait, "its own ask, not its 1 ms backoff")
-	assert.Equal(t, FromRetryAfter, attempts[0].From)
-	reqs := script.Requests()
-	require.Len(t, reqs, 2)
-	assert.GreaterOrEqual(t, reqs[1].At.Sub(reqs[0].At), time.Second)
-}
-
-// TestCooldownPacesByRateNotAnswers: once the provider limits a key, its
-// calls go one slot apart, first come first served, whatever the answers'
-// latency: with answers that take 10 s, twenty calls are all sent within
-// two seconds (the old Cooldown let one go, then waited for its answer).
-func TestCooldownPacesByRateNotAnswers(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
-		cd := NewCooldown(nil)
-		var (
-			mu    sync.Mutex
-			sends []time.Duration
-		)
-		start := time.Now()
-		base := roundTripperFunc(func(r *http.Request) (*http.Response, error) {
-			mu.Lock()
-			sends = append(sends, time.Since(start))
-			mu.Unlock()
-			time.Sleep(10 * time.Second) // a slow model
-			return respond(200, "ok"), nil
-		})
-		tr := New(base, WithCooldown(cd))
-		paceAt(cd, start, 100*time.Millisecond)
-		var wg sync.WaitGroup
-		for i := range 20 {
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				time.Sleep(time.Duration(i) * time.Millisecond) // arrive in order
-				resp, err := tr.RoundTrip(getReq(context.Background()))
-				if assert.NoError(t, err) {
-					resp.Body.Close()
-				}
-			}()
-		}
-		wg.Wait()
-		want := make([]time.Duration, 20)
-		for i := range want {
-			want[i] = time.Duration(i) * 100 * time.Millisecond
-		}
-		assert.Equal(t, want, sends, "one slot apart, in the order they came, none waiting for an answer")
-	})
-}
-
-// TestCooldownWaitsFitAndAreCharged: every wait a Cooldown imposes, a hold
-// or a slot, fits the deadline and the Budget or fails at once with
-// ErrRateLimited, sending nothing; what is waited is charged.
-func TestCooldownWaitsFitAndAreCharged(t *testing.T) {
-	t.Run("slots: a queue longer than the Budget fails the calls it cannot serve, at once", func(t *testing.T) {
-		synctest.Test(t, func(t *testing.T) {
-			cd := NewCooldown(nil)
-			script := retryhttptest.NewScript(retryhttptest.Status(200))
-			tr := New(script, WithCooldown(cd))
-			start := time.Now()
-			paceAt(cd, start, time.Second)
-			budget := NewBudget(3500 * time.Millisecond) // shared by the six calls: room for slots at 0, 1 and 2 s
-			ctx := WithBudget(context.Background(), budget)
-			type result struct {
-				err   error
-				after time.Duration
-			}
-			results := make([]result, 6)
-			var wg sync.WaitGroup
-			for i := range results {
-				wg.Add(1)
-				go func() {
-					defer wg.Done()
-					time.Sleep(time.Duration(i) * time.Millisecond)
-					resp, err := tr.RoundTrip(getReq(ctx))
-					if err == nil {
-						resp.Body.Close()
-					}
-					results[i] = result{err, time.Since(start) - time.Duration(i)*time.Millisecond}
-				}()
-			}
-			wg.Wait()
-			ok := 0
-			for i, r := range results {
-				if r.err == nil {
-					ok++
-					continue
-				}
-				var e *Error
-				require.ErrorAs(t, r.err, &e, "call %d", i)
-				assert.ErrorIs(t, r.err, ErrRateLimited)
-				assert.Equal(t, OutOfTime, e.Reason)
-				assert.Zero(t, r.after, "call %d failed at once, without waiting", i)
-			}
-			assert.Equal(t, 3, ok, "the slots at 0, 1 and 2 s fit (1 + 2 = 3 s charged)")
-			assert.Equal(t, 3, script.Len(), "the others sent nothing")
-			assert.Equal(t, 3*time.Second-3*time.Millisecond, budget.Waited(), "exactly what was waited")
-			assert.Error(t, budget.Err())
-		})
-	})
-	t.Run("a hold that does not fit the deadline sends nothing, with or without a Budget", func(t *testing.T) {
-		for _, withBudget := range []bool{false, true} {
-			clk := retryhttptest.NewClock()
-			cd := NewCooldown(nil)
-			script := retryhttptest.NewScript(retryhttptest.Status(200)).WithClock(clk)
-			tr := New(script, WithClock(clk), WithCooldown(cd))
-			holdFor(cd, origin, clk.Now(), 30*time.Second)
-			ctx, cancel := clk.WithTimeout(context.Background(), 10*time.Second)
-			var budget *Budget
-			if withBudget {
-				budget = NewBudget(PublicTierMaxWait)
-				ctx = WithBudget(ctx, budget)
-			}
-			resp, err := tr.RoundTrip(getReq(ctx))
-			cancel()
-			require.Nil(t, resp)
-			var e *Error
-			require.ErrorAs(t, err, &e)
-			assert.ErrorIs(t, err, ErrRateLimited)
-			assert.Equal(t, OutOfTime, e.Reason)
-			assert.Equal(t, 30*time.Second, e.RetryAfter)
-			assert.Zero(t, e.Tries)
-			assert.Zero(t, script.Len(), "nothing was sent")
-			assert.Empty(t, clk.Waits(), "nothing was slept")
-			if withBudget {
-				assert.Zero(t, budget.Waited())
-				assert.Same(t, e, budget.Err(), "R20: the Budget remembers")
-			}
-		}
-	})
-	t.Run("a hold equal to what is left does not fit", func(t *testing.T) {
-		clk := retryhttptest.NewClock()
-		cd := NewCooldown(nil)
-		tr := New(retryhttptest.NewScript(retryhttptest.Status(200)), WithClock(clk), WithCooldown(cd))
-		holdFor(cd, origin, clk.Now(), 10*time.Second)
-		ctx, cancel := clk.WithTimeout(context.Background(), 10*time.Second)
-		_, err := tr.RoundTrip(getReq(ctx))
-		cancel() // (a deadline left pending on the kit's Clock would cut the next wait)
-		assert.ErrorIs(t, err, ErrRateLimited)
-		ctx2, cancel2 := clk.WithTimeout(context.Background(), 10*time.Second+time.Nanosecond)
-		defer cancel2()
-		resp, err := tr.RoundTrip(getReq(ctx2))
-		require.NoError(t, err, "a nanosecond more fits")
-		resp.Body.Close()
-	})
-	t.Run("a hold is charged, and canceled during it, refunded", func(t *testing.T) {
-		clk := retryhttptest.NewClock()
-		cd := NewCooldown(nil)
-		script := retryhttptest.NewScript(retryhttptest.Status(200)).WithClock(clk)
-		tr := New(script, WithClock(clk), WithCooldown(cd))
-		holdFor(cd, origin, clk.Now(), 4*time.Second)
-		budget := NewBudget(PublicTierMaxWait)
-		resp, err := tr.RoundTrip(getReq(WithBudget(context.Background(), budget)))
-		require.NoError(t, err)
-		resp.Body.Close()
-		assert.Equal(t, 4*time.Second, budget.Waited())
-
-		holdFor(cd, origin, clk.Now(), 4*time.Second)
-		budget = NewBudget(PublicTierMaxWait)
-		ctx, cancel := context.WithCancel(WithBudget(context.Background(), budget))
-		defer cancel()
-		clk.AfterFunc(time.Second, cancel)
-		resp, err = tr.RoundTrip(getReq(ctx))
-		require.Nil(t, resp)
-		var e *Error
-		require.ErrorAs(t, err, &e)
-		assert.Equal(t, Canceled, e.Reason)
-		assert.Equal(t, time.Second, e.Waited)
-		assert.Equal(t, time.Second, budget.Waited(), "3 s given back")
-		assert.Equal(t, 1, script.Len(), "the canceled call sent nothing")
-	})
-}
+// okReply is a success with a body.
+var okReply = retryhttptest.Reply{Body: "ok"}
 
 // TestCooldownThroughTheTransport checks the rest of R17 end to end on the
 // kit's Clock: the log, Attempt.Held, a retry's wait, and a key function.
 func TestCooldownThroughTheTransport(t *testing.T) {
-	ok := retryhttptest.Reply{Body: "ok"}
-	t.Run("a 429 with Retry-After holds another Transport's next call; logged, in Attempt.Held", func(t *testing.T) {
-		clk := retryhttptest.NewClock()
-		cd := NewCooldown(nil)
-		script := retryhttptest.NewScript(retryhttptest.Status(429, "Retry-After", "20"), ok).WithClock(clk)
-		first := New(script, WithClock(clk), WithCooldown(cd), WithMaxRetries(0))
-		resp, err := first.RoundTrip(getReq(context.Background()))
-		require.NoError(t, err)
-		resp.Body.Close()
-		assert.Equal(t, 429, resp.StatusCode, "no retries: the 429 is handed back")
-
-		var held []time.Duration
-		log, logs := logSink()
-		other := New(script, WithClock(clk), WithCooldown(cd), WithLogger(log),
-			WithObserver(func(_ context.Context, a Attempt) { held = append(held, a.Held) }))
-		req := getReq(context.Background())
-		req.URL.RawQuery = "key=secret"
-		resp, err = other.RoundTrip(req)
-		require.NoError(t, err)
-		resp.Body.Close()
-		assert.Equal(t, 200, resp.StatusCode)
-		assert.Equal(t, []time.Duration{20 * time.Second}, clk.Waits())
-		assert.Equal(t, []time.Duration{20 * time.Second}, held, "Attempt.Held")
-		entries := logs.FilterMessage(msgHolding).All()
-		require.Len(t, entries, 1)
-		assert.Equal(t, map[string]any{
-			"wait_ms": int64(20000), "wait_from": "cooldown", "method": "GET", "url": origin + "/v1/chat",
-		}, entries[0].ContextMap(), "R14: the fields, and no query")
-	})
-	t.Run("a short pace is reported in Attempt.Held but not logged", func(t *testing.T) {
-		clk := retryhttptest.NewClock()
-		cd := NewCooldown(nil)
-		log, logs := logSink()
-		var held []time.Duration
-		tr := New(retryhttptest.NewScript(ok), WithClock(clk), WithCooldown(cd), WithLogger(log),
-			WithObserver(func(_ context.Context, a Attempt) { held = append(held, a.Held) }))
-		paceAt(cd, clk.Now(), 50*time.Millisecond)
-		for range 3 {
-			resp, err := tr.RoundTrip(getReq(context.Background()))
-			require.NoError(t, err)
-			resp.Body.Close()
-		}
-		// Each call waits for its slot; the clock moves with the waits.
-		assert.Equal(t, []time.Duration{0, 50 * time.Millisecond, 50 * time.Millisecond}, held)
-		assert.Zero(t, logs.FilterMessage(msgHolding).Len())
-	})
-	t.Run("a retry waits the largest of backoff, ask and hold", func(t *testing.T) {
-		clk := retryhttptest.NewClock()
-		cd := NewCooldown(nil)
-		var attempts []Attempt
-		tries := 0
-		// While this call's first try is out, another call to the origin is
-		// told to wait 5 s: this call's retry waits for that, not its own 1 s.
-		base := roundTripperFunc(func(*http.Request) (*http.Response, error) {
-			if tries++; tries == 1 {
-				holdFor(cd, origin, clk.Now(), 5*time.Second)
-				return respond(503, "", "Retry-After", "1"), nil
-			}
-			return respond(200, "ok"), nil
-		})
-		tr := New(base, WithClock(clk), WithCooldown(cd), WithBackoff(noJitter),
-			WithObserver(func(_ context.Context, a Attempt) { attempts = append(attempts, a) }))
-		resp, err := tr.RoundTrip(getReq(context.Background()))
-		require.NoError(t, err)
-		resp.Body.Close()
-		require.Len(t, attempts, 2)
-		assert.Equal(t, 5*time.Second, attempts[0].Wait)
-		assert.Equal(t, FromCooldown, attempts[0].From)
-		assert.Equal(t, 5*time.Second, clk.Waits()[0], "the retry waited for the hold")
-	})
-	t.Run("a key function that returns empty leaves the request out", func(t *testing.T) {
-		clk := retryhttptest.NewClock()
-		cd := NewCooldown(func(r *http.Request) string {
-			if r.Header.Get("X-Model") == "" {
-				return ""
-			}
-			return r.URL.Host + "/" + r.Header.Get("X-Model")
-		})
-		script := retryhttptest.NewScript(retryhttptest.Status(429, "Retry-After", "20"), ok, ok).WithClock(clk)
-		tr := New(script, WithClock(clk), WithCooldown(cd), WithMaxRetries(0))
-		send := func(model string) int {
-			r := getReq(context.Background())
-			if model != "" {
-				r.Header.Set("X-Model", model)
-			}
-			resp, err := tr.RoundTrip(r)
-			require.NoError(t, err)
-			resp.Body.Close()
-			return resp.StatusCode
-		}
-		assert.Equal(t, 429, send("gpt-4o"))
-		assert.Equal(t, 200, send(""), "no key: not held")
-		assert.Equal(t, 200, send("gpt-4o-mini"), "another model: not held")
-		assert.Empty(t, clk.Waits())
-		assert.False(t, cd.Until("api.example.com/gpt-4o").IsZero())
-	})
+	t.Run("a 429 with Retry-After holds another Transport's next call; logged, in Attempt.Held", heldAcrossTransportsLoggedAndReported)
+	t.Run("a short pace is reported in Attempt.Held but not logged", shortPaceReportedNotLogged)
+	t.Run("a retry waits the largest of backoff, ask and hold", retryWaitsTheLargest)
+	t.Run("a key function that returns empty leaves the request out", emptyKeyLeftOut)
 }
 
-// TestCooldownNeverHangsOnTheKitClock: a watched key whose tries fail in
-// every way ends on the kit's Clock (the old Cooldown waited on a grace
-// timer nothing moved when a call's own probe failed).
-func TestCooldownNeverHangsOnTheKitClock(t *testing.T) {
+// heldAcrossTransportsLoggedAndReported is a subtest of TestCooldownThroughTheTransport:
+// a 429 with Retry-After holds another Transport's next call; logged, in Attempt.Held.
+func heldAcrossTransportsLoggedAndReported(t *testing.T) {
 	clk := retryhttptest.NewClock()
 	cd := NewCooldown(nil)
-	script := retryhttptest.NewScript(retryhttptest.Status(429), retryhttptest.Fail(errors.New("connection reset")),
-		retryhttptest.Status(429), retryhttptest.Status(200)).WithClock(clk)
-	tr := New(script, WithClock(clk), WithCooldown(cd), WithMaxRetries(5))
-	done := make(chan error, 1)
-	go func() {
-		resp, err := tr.RoundTrip(getReq(context.Background()))
-		if err == nil {
-			resp.Body.Close()
-		}
-		done <- err
-	}()
-	select {
-	case err := <-done:
-		require.NoError(t, err)
-	case <-time.After(10 * time.Second):
-		t.Fatal("the call hangs")
-	}
-	assert.Equal(t, 4, script.Len())
+	script := retryhttptest.NewScript(retryhttptest.Status(429, "Retry-After", "20"), okReply).WithClock(clk)
+	first := New(script, WithClock(clk), WithCooldown(cd), WithMaxRetries(0))
+	resp, err := first.RoundTrip(getReq(context.Background()))
+	require.NoError(t, err)
+	resp.Body.Close()
+	assert.Equal(t, 429, resp.StatusCode, "no retries: the 429 is handed back")
+
+	var held []time.Duration
+	log, logs := logSink()
+	other := New(script, WithClock(clk), WithCooldown(cd), WithLogger(log),
+		WithObserver(func(_ context.Context, a Attempt) { held = append(held, a.Held) }))
+	req := getReq(context.Background())
+	req.URL.RawQuery = "key=secret"
+	resp, err = other.RoundTrip(req)
+	require.NoError(t, err)
+	resp.Body.Close()
+	assert.Equal(t, 200, resp.StatusCode)
+	assert.Equal(t, []time.Duration{20 * time.Second}, clk.Waits())
+	assert.Equal(t, []time.Duration{20 * time.Second}, held, "Attempt.Held")
+	entries := logs.FilterMessage(msgHolding).All()
+	require.Len(t, entries, 1)
+	assert.Equal(t, map[string]any{
+		"wait_ms": int64(20000), "wait_from": "cooldown", "method": "GET", "url": origin + "/v1/chat",
+	}, entries[0].ContextMap(), "R14: the fields, and no query")
 }
 
-// TestCooldownBasePanics: a base that panics leaves the Cooldown as it was:
-// the next calls are paced as before (the old Cooldown leaked the send it
-// counted in flight, and held its key for good).
-func TestCooldownBasePanics(t *testing.T) {
+// shortPaceReportedNotLogged is a subtest of TestCooldownThroughTheTransport:
+// a short pace is reported in Attempt.Held but not logged.
+func shortPaceReportedNotLogged(t *testing.T) {
 	clk := retryhttptest.NewClock()
 	cd := NewCooldown(nil)
-	calls := 0
-	base := roundTripperFunc(func(*http.Request) (*http.Response, error) {
-		if calls++; calls == 1 {
-			panic("base bug")
-		}
-		return respond(200, "ok"), nil
-	})
-	tr := New(base, WithClock(clk), WithCooldown(cd))
-	paceAt(cd, clk.Now(), 100*time.Millisecond)
-	require.Panics(t, func() { _, _ = tr.RoundTrip(getReq(context.Background())) })
+	log, logs := logSink()
+	var held []time.Duration
+	tr := New(retryhttptest.NewScript(okReply), WithClock(clk), WithCooldown(cd), WithLogger(log),
+		WithObserver(func(_ context.Context, a Attempt) { held = append(held, a.Held) }))
+	paceAt(cd, clk.Now(), 50*time.Millisecond)
 	for range 3 {
 		resp, err := tr.RoundTrip(getReq(context.Background()))
 		require.NoError(t, err)
 		resp.Body.Close()
 	}
-	assert.Equal(t, []time.Duration{100 * time.Millisecond, 100 * time.Millisecond, 100 * time.Millisecond}, clk.Waits(), "a slot each, no more")
+	// Each call waits for its slot; the clock moves with the waits.
+	assert.Equal(t, []time.Duration{0, 50 * time.Millisecond, 50 * time.Millisecond}, held)
+	assert.Zero(t, logs.FilterMessage(msgHolding).Len())
 }
 
-// TestCooldownQuietKeysGo: a key nobody calls again goes once it has
-// nothing left to say, without anyone calling it; the other keys then pay
-// one atomic load (the old Cooldown kept every key on its slow path for
-// good; alloc_test.go counts the cost while a key is watched).
-func TestCooldownQuietKeysGo(t *testing.T) {
+// retryWaitsTheLargest is a subtest of TestCooldownThroughTheTransport:
+// a retry waits the largest of backoff, ask and hold.
+func retryWaitsTheLargest(t *testing.T) {
 	clk := retryhttptest.NewClock()
 	cd := NewCooldown(nil)
-	New(retryhttptest.NewScript(), WithClock(clk), WithCooldown(cd)) // binds the clock
-	holdFor(cd, origin, clk.Now(), 2*time.Second)
-	assert.Equal(t, 1, cd.size())
-	clk.Add(quietAfter - time.Second)
-	time.Sleep(sweepEvery + 100*time.Millisecond) // a sweep, in real time
-	assert.Equal(t, 1, cd.size(), "not yet quiet")
-	clk.Add(2 * time.Second)
-	require.Eventually(t, func() bool { return cd.watched.Load() == nil }, 3*sweepEvery, 10*time.Millisecond,
-		"gone without anyone calling it")
+	var attempts []Attempt
+	tries := 0
+	// While this call's first try is out, another call to the origin is
+	// told to wait 5 s: this call's retry waits for that, not its own 1 s.
+	base := roundTripperFunc(func(*http.Request) (*http.Response, error) {
+		if tries++; tries == 1 {
+			holdFor(cd, origin, clk.Now(), 5*time.Second)
+			return respond(503, "", "Retry-After", "1"), nil
+		}
+		return respond(200, "ok"), nil
+	})
+	tr := New(base, WithClock(clk), WithCooldown(cd), WithBackoff(noJitter),
+		WithObserver(func(_ context.Context, a Attempt) { attempts = append(attempts, a) }))
+	resp, err := tr.RoundTrip(getReq(context.Background()))
+	require.NoError(t, err)
+	resp.Body.Close()
+	require.Len(t, attempts, 2)
+	assert.Equal(t, 5*time.Second, attempts[0].Wait)
+	assert.Equal(t, FromCooldown, attempts[0].From)
+	assert.Equal(t, 5*time.Second, clk.Waits()[0], "the retry waited for the hold")
+}
+
+// emptyKeyLeftOut is a subtest of TestCooldownThroughTheTransport:
+// a key function that returns empty leaves the request out.
+func emptyKeyLeftOut(t *testing.T) {
+	clk := retryhttptest.NewClock()
+	cd := NewCooldown(func(r *http.Request) string {
+		if r.Header.Get("X-Model") == "" {
+			return ""
+		}
+		return r.URL.Host + "/" + r.Header.Get("X-Model")
+	})
+	script := retryhttptest.NewScript(retryhttptest.Status(429, "Retry-After", "20"), okReply, okReply).WithClock(clk)
+	tr := New(script, WithClock(clk), WithCooldown(cd), WithMaxRetries(0))
+	send := func(model string) int {
+		r := getReq(context.Background())
+		if model != "" {
+			r.Header.Set("X-Model", model)
+		}
+		resp, err := tr.RoundTrip(r)
+		require.NoError(t, err)
+		resp.Body.Close()
+		return resp.StatusCode
+	}
+	assert.Equal(t, 429, send("gpt-4o"))
+	assert.Equal(t, 200, send(""), "no key: not held")
+	assert.Equal(t, 200, send("gpt-4o-mini"), "another model: not held")
+	assert.Empty(t, clk.Waits())
+	assert.False(t, cd.Until("api.example.com/gpt-4o").IsZero())
 }
 
 // mockAt is a mock clock stopped at t.
@@ -508,30 +269,6 @@ func TestCooldownLiterals(t *testing.T) {
 	assert.Equal(t, time.Second, sweepEvery)
 	assert.Equal(t, 5*time.Millisecond, firstInterval)
 	assert.InDelta(t, 0.85, 1/cutBy, 1e-9)
-}
-
-// TestCooldownMemoryBounded: at most 4096 keys are watched; a key that
-// cannot be is simply not shared; keys gone quiet make room.
-func TestCooldownMemoryBounded(t *testing.T) {
-	clk := retryhttptest.NewClock()
-	cd := NewCooldown(nil)
-	cd.bind(clk)
-	for i := range 3 * maxCoolingKeys {
-		if e := cd.arm(fmt.Sprintf("https://h%d.example.com", i), clk.Now()); e != nil {
-			e.mu.Lock()
-			e.lane.until = clk.Now().Add(time.Hour)
-			e.mu.Unlock()
-		}
-	}
-	assert.Equal(t, maxCoolingKeys, cd.size())
-	clk.Add(2 * time.Hour) // every hold is over and quiet: the next key makes room
-	require.NotNil(t, cd.arm("https://one-more.example.com", clk.Now()))
-	assert.Equal(t, 1, cd.size())
-	cd.watched.Store(nil)
-	for i := range 100 {
-		require.NotNil(t, cd.arm(fmt.Sprintf("https://new%d.example.com", i), clk.Now()))
-	}
-	assert.Equal(t, 100, cd.size())
 }
 
 // TestCooldownBadInput: huge, negative and past values arm nothing or

@@ -49,7 +49,9 @@ func (c *call) holdSlot() error {
 		}
 		// The hold only moves forward and retries are let in one at a
 		// time, each round waiting all of what it found: this ends.
-		if w, fromHold, tk = r.entry.more(c.cfg.clock.Now(), tk); w == 0 {
+		now := c.cfg.clock.Now()
+		if w, fromHold, tk = r.entry.more(now, tk); w == 0 {
+			r.sent = now
 			return nil
 		}
 		left, untilDeadline := c.left()
@@ -100,7 +102,7 @@ func (c *call) settle() {
 		return
 	}
 	h := heardOf(r.resp, r.class, r.ask, r.hasAsk, r.inBody, r.now)
-	h.slotted = r.slotted
+	h.slotted, h.sent = r.slotted, r.sent
 	cd.hear(c.req, r.entry, r.now, h)
 	if r.entry == nil {
 		r.entry = cd.find(c.req) // this answer may have armed the key

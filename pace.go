@@ -28,24 +28,33 @@ type lane struct {
 	cutAt     time.Time
 	limitedAt time.Time // of the last 429 heard, or of the lane's arming
 	// ahead counts the retries let in before the sends already waiting for
-	// a slot: each pushes them one slot on (see wait).
-	ahead int64
+	// a slot: each pushes them one slot on (see wait); retryNext is the
+	// earliest slot the next retry may take, so that retries let in at
+	// once go an interval apart.
+	ahead     int64
+	retryNext time.Time
+	// shifted is how far the schedule has moved on for holds armed while
+	// sends waited (see holdTo).
+	shifted time.Duration
 }
 
 // A ticket is a send's slot: mark is the schedule's end after it was given
-// (for untake), ahead the lane's count of retries let in before it.
+// (for untake), ahead and shifted the lane's counts when it last looked
+// (see pushed).
 type ticket struct {
-	mark  time.Time
-	ahead int64
+	mark    time.Time
+	ahead   int64
+	shifted time.Duration
+	retry   bool // a retry's: the retries let in after it go after it
 }
 
 // heard is what one answer says about its key.
 type heard struct {
 	limited bool // a 429, or a try the Classifier calls Throttled
 	ok      bool // a success (status below 400): the rate may grow
-	// slotted is when the try's slot was given; zero for a try that was
-	// not paced (a first try in free flow).
-	slotted time.Time
+	// slotted is when the try's slot was given, and sent when it went;
+	// both zero for a try that was not paced (a first try in free flow).
+	slotted, sent time.Time
 
 	// The server's ask on a failed try (R5, R19), and its resolution: what
 	// the true wait may be shorter by (1 s for whole seconds).
@@ -78,8 +87,13 @@ const (
 	// minInterval bounds the rate a lane may grow to: 10,000 sends a second.
 	minInterval = 100 * time.Microsecond
 	// rampGrow and steadyGrow are what one success takes off the interval
-	// of a learned rate: 20% while ramping, 0.05% after the first cut.
-	rampGrow   = 0.8
+	// of a learned rate: 2% while ramping, 0.05% after the first cut. A
+	// ramp of 20% a success (issue 16's first cut) grew 18-fold on the
+	// burst a provider's bucket gives after a wait (10 successes at once
+	// say nothing of its rate), and took 18 cuts and as many 429s to come
+	// down; at 2% the burst moves it 18%, and 80 successes make it 5 times
+	// faster.
+	rampGrow   = 0.98
 	steadyGrow = 0.9995
 	// cutBy is what a 429 multiplies a learned interval by (the rate goes
 	// down by 15%); while ramping, the rate halves (rampCut), as TCP's slow
@@ -114,13 +128,20 @@ func (l lane) hear(now time.Time, h heard) lane {
 		h.limited = true // a 503 with Retry-After limits the key as a 429 does
 	}
 	if h.hasAsk && h.ask > h.askRes {
-		l.until = later(l.until, now.Add(h.ask))
+		l = l.holdTo(now, now.Add(h.ask))
 	}
 	if h.hasReset && h.reset > h.resetRes {
 		// A reset is not an ask: it says when the limit is whole again,
 		// rounded up to its resolution. Every call holds until the limit
 		// may be back; in the last resolution, the others go paced.
-		l.until = later(l.until, now.Add(h.reset-h.resetRes))
+		// A provider counts a request when it admits it: the reset of
+		// an answer that took 30 s to write is 30 s old. It runs from
+		// the send, when the Cooldown knows it, else from the answer.
+		from := now
+		if !h.sent.IsZero() && h.sent.Before(now) {
+			from = h.sent
+		}
+		l = l.holdTo(now, from.Add(h.reset-h.resetRes))
 	}
 	if c := h.counts; c.ok && c.limit > c.remaining && c.window > 0 {
 		iv := c.window / time.Duration(c.limit-c.remaining)
@@ -151,7 +172,7 @@ func (l lane) hear(now time.Time, h heard) lane {
 			l.ramp, l.cutAt = false, now
 			// The sends slotted at the old rate would go on emptying the
 			// provider's bucket: a pause of a few slots lets it refill.
-			l.until = later(l.until, now.Add(cutPause*l.interval))
+			l = l.holdTo(now, now.Add(cutPause*l.interval))
 		}
 		return l
 	}
@@ -165,39 +186,79 @@ func (l lane) hear(now time.Time, h heard) lane {
 	return l
 }
 
+// holdTo moves the hold on to u (forward only). The sends already given a
+// slot past the old hold keep their order and their spacing: the schedule
+// moves on by what the hold grew. Left in place, every send whose slot the
+// hold covers would go the instant it ends, a burst the provider answers
+// with 429s and a hold more (the goodput benchmark saw bursts of 40). A
+// provider whole again after a hold could take some of them at once, but
+// letting it (its limit's worth) measured no better than this.
+func (l lane) holdTo(now, u time.Time) lane {
+	from := later(l.until, now)
+	if !u.After(from) {
+		return l
+	}
+	if l.next.After(from) {
+		d := u.Sub(from)
+		l.next = l.next.Add(d)
+		l.shifted += d
+	}
+	l.until = u
+	return l
+}
+
 // wait is how long a send that asks at now waits for its slot: the hold,
-// then the schedule, first come first served. When the rate is the
-// provider's own (exact), a retry waits only for the hold: its call has
-// waited its turn once already, and the oldest call goes first; the sends
-// already waiting go one slot later each (pushed), so the provider still
-// sees the rate it states. A learned rate is not sure enough for that: an
-// extra send into a bucket paced near empty draws a 429, which cuts the
-// rate (the goodput benchmark lost 10% of its rate that way), so there a
-// retry queues like any send.
+// then the schedule, first come first served. A retry goes before the sends
+// already waiting (its call has waited its turn once, and the oldest call
+// goes first): it takes the first slot of the schedule, and each send
+// waiting goes one slot later (pushed), so that the provider sees the rate
+// the lane keeps, exact or learned, and no send more. Retries let in at
+// once go an interval apart, in the order they came. (Issue 16's first cut
+// let a retry at an exact rate go the moment the hold ended and queued it
+// at a learned one: 54 calls refused at once came back at once, or a second
+// behind the calls that came after them.)
 func (l lane) wait(now time.Time, retry bool) time.Duration {
-	if retry && l.exact {
-		return max(l.until.Sub(now), 0)
+	if retry && l.next.After(now) {
+		return l.retrySlot(now).Sub(now)
 	}
 	return max(later(l.until, l.next).Sub(now), 0)
+}
+
+// retrySlot is the slot of a retry at now while sends wait: the first slot
+// of the schedule at or after now, no earlier than the hold or than an
+// interval after the retry let in before it.
+func (l lane) retrySlot(now time.Time) time.Time {
+	head := now
+	if l.interval > 0 {
+		head = l.next.Add(-l.next.Sub(now) / l.interval * l.interval)
+	}
+	return later(later(head, l.until), l.retryNext)
 }
 
 // take gives the slot of a send that asked at now and waits w, and returns
 // the lane with the schedule moved past it, and the send's ticket.
 func (l lane) take(now time.Time, w time.Duration, retry bool) (lane, ticket) {
 	at := now.Add(w)
-	if retry && l.exact && l.next.After(at) {
-		l.ahead++ // let in before the sends already waiting
+	if retry {
+		if l.next.After(at) {
+			l.ahead++ // let in before the sends already waiting
+		}
+		l.retryNext = at.Add(l.interval)
 	}
 	l.next = later(l.next, at).Add(l.interval)
-	return l, ticket{mark: l.next, ahead: l.ahead}
+	return l, ticket{mark: l.next, ahead: l.ahead, shifted: l.shifted, retry: retry}
 }
 
-// pushed is how much longer the send holding t waits, one slot for each
-// retry let in before it since it last looked, and its ticket since.
+// pushed is how much longer the send holding t waits: one slot for each
+// retry let in before it since it last looked, and what the schedule moved
+// on for holds armed since; and its ticket since.
 func (l lane) pushed(t ticket) (time.Duration, ticket) {
-	n := l.ahead - t.ahead
-	t.ahead = l.ahead
-	return time.Duration(n) * l.interval, t
+	n, d := l.ahead-t.ahead, l.shifted-t.shifted
+	if t.retry {
+		n = 0
+	}
+	t.ahead, t.shifted = l.ahead, l.shifted
+	return time.Duration(n)*l.interval + d, t
 }
 
 // untake gives back the slot of the send holding t, which did not go (its
