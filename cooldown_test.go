@@ -62,10 +62,21 @@ func TestCooldownKeys(t *testing.T) {
 		r, _ := http.NewRequest("GET", u, nil)
 		assert.NotNil(t, cd.find(r), u)
 	}
-	for _, u := range []string{"http://api.example.com", "https://api.example.com:443", "/relative"} {
+	for _, u := range []string{"http://api.example.com", "https://api.example.com:443", "/relative", "https://api.exampl3.com"} {
 		r, _ := http.NewRequest("GET", u, nil)
 		assert.Nil(t, cd.find(r), u)
 	}
+	// The length filter: every watched key is found, in any case, whatever
+	// else is watched; a length no watched key has is not watched.
+	for _, k := range []string{"https://b.example", "https://api.openai.com", "https://" + strings.Repeat("h", 64-len("https://")+len("https://api.example.com"))} {
+		holdFor(cd, k, epoch, time.Second)
+	}
+	for k := range cd.watched.Load().m {
+		r, _ := http.NewRequest("GET", strings.ToUpper(k)+"/v1", nil)
+		assert.NotNil(t, cd.find(r), k)
+	}
+	r, _ := http.NewRequest("GET", "https://c.example/v1", nil) // as long as b.example
+	assert.Nil(t, cd.find(r))
 }
 
 // TestCooldownArming checks R17's arming through the transport: which
