@@ -156,8 +156,8 @@ func TestCooldownRetriesGoFirst(t *testing.T) {
 // TestCooldownHoldKeepsTheQueueSpaced: a hold armed while calls wait for
 // their slots moves them on in their order and spacing. Issue 16's first
 // cut let each of them go the instant the hold ended: a burst the provider
-// answered with 429s and a hold more (bursts of 40 in the goodput
-// benchmark).
+// answered with 429s and a hold more (26 to 43 429s in a quarter
+// second in the goodput benchmark).
 func TestCooldownHoldKeepsTheQueueSpaced(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		cd := NewCooldown(nil)

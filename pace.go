@@ -190,9 +190,10 @@ func (l lane) hear(now time.Time, h heard) lane {
 // slot past the old hold keep their order and their spacing: the schedule
 // moves on by what the hold grew. Left in place, every send whose slot the
 // hold covers would go the instant it ends, a burst the provider answers
-// with 429s and a hold more (the goodput benchmark saw bursts of 40). A
-// provider whole again after a hold could take some of them at once, but
-// letting it (its limit's worth) measured no better than this.
+// with 429s and a hold more (the goodput benchmark saw 26 to 43 429s in a
+// quarter second, again and again). A provider whole again after a hold
+// could take some of them at once, but letting it (its limit's worth)
+// measured no better than this.
 func (l lane) holdTo(now, u time.Time) lane {
 	from := later(l.until, now)
 	if !u.After(from) {
