@@ -238,14 +238,16 @@ func (e *cooling) release(tk ticket) {
 }
 
 // more is what a send holding tk must still wait at now: the rest of a hold
-// armed since it took its slot, and a slot for each retry let in before it
-// (fromHold: the hold is the longer); and its ticket since.
+// armed since it took its slot, what such a hold moved the schedule on, and
+// a slot for each retry let in before it; fromHold when a hold is in it
+// (the provider's word, logged as such: R17); and its ticket since.
 func (e *cooling) more(now time.Time, tk ticket) (w time.Duration, fromHold bool, _ ticket) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
+	moved := e.lane.shifted - tk.shifted
 	pushed, tk := e.lane.pushed(tk)
 	hold := max(e.lane.until.Sub(now), 0)
-	return max(hold, pushed), hold >= pushed && hold > 0, tk
+	return max(hold, pushed), hold > 0 || moved > 0, tk
 }
 
 // holdLeft is what is left at now of e's hold; 0 when none.

@@ -204,3 +204,88 @@ func TestCooldownResetRunsFromTheSend(t *testing.T) {
 		assert.Equal(t, []time.Duration{0, 800 * time.Millisecond}, log.at, "the second call goes as the first returns")
 	})
 }
+
+// TestCooldownLogsAHoldOverWaitingCalls: calls waiting for their slots when
+// another call's 429 asks for 300 ms are moved on by it, and each logs that
+// wait as a hold, the provider's word (R14, R17), though it is short.
+func TestCooldownLogsAHoldOverWaitingCalls(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		cd := NewCooldown(nil)
+		log := &sendLog{start: time.Now()}
+		base := roundTripperFunc(func(r *http.Request) (*http.Response, error) {
+			log.add(r)
+			if r.Header.Get("X-Call") == "1" && ResendCount(r.Context()) == 0 {
+				return respond(429, "", "Retry-After-Ms", "300"), nil
+			}
+			return respond(200, "ok"), nil
+		})
+		logger, logs := logSink()
+		tr := New(base, WithCooldown(cd), WithLogger(logger), WithBackoff(Backoff{Base: time.Millisecond, Factor: 1}))
+		paceAt(cd, log.start, 100*time.Millisecond)
+		callsInOrder(t, tr, 4)
+		ms := time.Millisecond
+		assert.Equal(t, []time.Duration{0, 100 * ms, 400 * ms, 600 * ms, 700 * ms}, log.at, "calls 2 and 3 moved on by the hold, after call 1's retry")
+		holds := logs.FilterMessage(msgHolding).All()
+		require.Len(t, holds, 2, "calls 2 and 3")
+		for _, h := range holds {
+			assert.Equal(t, int64(300), h.ContextMap()["wait_ms"])
+		}
+	})
+}
+
+// TestCooldownPacesTheCallThatArmedIt: a call whose first try went in free
+// flow, and whose 429 armed the key, takes a slot for its retry like any
+// other call: the key is watched from then on, for it too.
+func TestCooldownPacesTheCallThatArmedIt(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		cd := NewCooldown(nil)
+		log := &sendLog{start: time.Now()}
+		base := roundTripperFunc(func(r *http.Request) (*http.Response, error) {
+			log.add(r)
+			if r.Header.Get("X-Call") == "0" && ResendCount(r.Context()) == 0 {
+				// The provider's counts: 5 of 10 in 500 ms, one send per 100 ms.
+				return respond(429, "", "X-Ratelimit-Limit-Requests", "10", "X-Ratelimit-Remaining-Requests", "5", "X-Ratelimit-Reset-Requests", "500ms"), nil
+			}
+			return respond(200, "ok"), nil
+		})
+		tr := New(base, WithCooldown(cd), WithBackoff(Backoff{Base: time.Millisecond, Factor: 1}))
+		var wg sync.WaitGroup
+		for i, at := range []time.Duration{0, 500 * time.Microsecond} {
+			wg.Go(func() {
+				time.Sleep(at)
+				req := getReq(context.Background())
+				req.Header.Set("X-Call", strconv.Itoa(i))
+				resp, err := tr.RoundTrip(req)
+				if assert.NoError(t, err) {
+					resp.Body.Close()
+				}
+			})
+		}
+		wg.Wait()
+		require.Equal(t, []string{"0", "1", "0"}, log.calls)
+		assert.GreaterOrEqual(t, log.at[2]-log.at[1], 100*time.Millisecond, "call 0's retry waited for the slot after call 1's")
+	})
+}
+
+// TestCooldownLearnsFromSuccessesOnly: at a learned rate, a success (below
+// 400) makes the next sends a little faster; a refusal that is not about
+// the rate (a 400) changes nothing.
+func TestCooldownLearnsFromSuccessesOnly(t *testing.T) {
+	clk := retryhttptest.NewClock()
+	cd := NewCooldown(nil)
+	script := retryhttptest.NewScript(retryhttptest.Status(400), retryhttptest.Status(200)).WithClock(clk)
+	tr := New(script, WithClock(clk), WithCooldown(cd))
+	paceLearned(cd, clk.Now(), 100*time.Millisecond)
+	interval := func() time.Duration {
+		e := cd.find(getReq(context.Background()))
+		e.mu.Lock()
+		defer e.mu.Unlock()
+		return e.lane.interval
+	}
+	for _, want := range []time.Duration{100 * time.Millisecond, time.Duration(float64(100*time.Millisecond) * steadyGrow)} {
+		resp, err := tr.RoundTrip(getReq(context.Background()))
+		require.NoError(t, err)
+		resp.Body.Close()
+		assert.Equal(t, want, interval(), "after a %d", resp.StatusCode)
+	}
+}

@@ -45,6 +45,7 @@ func TestCooldownKeys(t *testing.T) {
 		{"https://API.Example.com/v1/chat?key=x", "https://api.example.com"},
 		{"HTTP://api.example.com:8080/v1", "http://api.example.com:8080"},
 		{"https://user:pw@api.example.com/v1", "https://api.example.com"},
+		{"https://A.Z.EXAMPLE.com/v1", "https://a.z.example.com"}, // both ends of A to Z
 		{"/relative", ""},
 	} {
 		req, err := http.NewRequest("GET", tc.url, nil)
@@ -84,35 +85,47 @@ func TestCooldownKeys(t *testing.T) {
 func TestCooldownArming(t *testing.T) {
 	anthropicReset := time.Now().Add(time.Hour).Truncate(time.Second)
 	for _, tc := range []struct {
-		name   string
-		reply  retryhttptest.Reply
-		hold   time.Duration // Until - now after the answer; 0: not held
-		paced  bool
-		silent bool // the key is not watched at all
+		name    string
+		reply   retryhttptest.Reply
+		hold    time.Duration // Until - now after the answer; 0: not held
+		paced   bool
+		silent  bool // the key is not watched at all
+		observe bool // off the happy path: the transport has an Observer
 	}{
-		{"Retry-After: 20 holds every call all of it", retryhttptest.Status(429, "Retry-After", "20"), 20 * time.Second, true, false},
-		{"retry-after-ms: 20 holds every call 20 ms", retryhttptest.Status(429, "Retry-After-Ms", "20"), 20 * time.Millisecond, true, false},
-		{"Retry-After: 1 holds only its own call; the others are paced", retryhttptest.Status(429, "Retry-After", "1"), 0, true, false},
-		{"a decimal Retry-After: 0.5 is good to the millisecond", retryhttptest.Status(429, "Retry-After", "0.5"), 500 * time.Millisecond, true, false},
-		{"a 503 with Retry-After: 3 holds", retryhttptest.Status(503, "Retry-After", "3"), 3 * time.Second, true, false},
-		{"a bare 429 paces", retryhttptest.Status(429), 0, true, false},
+		{"Retry-After: 20 holds every call all of it", retryhttptest.Status(429, "Retry-After", "20"), 20 * time.Second, true, false, false},
+		{"retry-after-ms: 20 holds every call 20 ms", retryhttptest.Status(429, "Retry-After-Ms", "20"), 20 * time.Millisecond, true, false, false},
+		{"Retry-After: 1 holds only its own call; the others are paced", retryhttptest.Status(429, "Retry-After", "1"), 0, true, false, false},
+		{"a decimal Retry-After: 0.5 is good to the millisecond", retryhttptest.Status(429, "Retry-After", "0.5"), 500 * time.Millisecond, true, false, false},
+		{"a 503 with Retry-After: 3 holds", retryhttptest.Status(503, "Retry-After", "3"), 3 * time.Second, true, false, false},
+		{"a bare 429 paces", retryhttptest.Status(429), 0, true, false, false},
 		{"a Gemini retryDelay in the body holds exactly", retryhttptest.Reply{Status: 429,
 			Header: http.Header{"Content-Type": {"application/json"}},
 			Body:   `{"error":{"code":429,"details":[{"@type":"type.googleapis.com/google.rpc.RetryInfo","retryDelay":"2.5s"}]}}`},
-			2500 * time.Millisecond, true, false},
+			2500 * time.Millisecond, true, false, false},
 		{"an exhausted OpenAI limit on a 429 holds until it may be back", retryhttptest.Status(429,
-			"X-Ratelimit-Limit-Requests", "10", "X-Ratelimit-Remaining-Requests", "0", "X-Ratelimit-Reset-Requests", "6s"), 6*time.Second - time.Millisecond, true, false},
+			"X-Ratelimit-Limit-Requests", "10", "X-Ratelimit-Remaining-Requests", "0", "X-Ratelimit-Reset-Requests", "6s"), 6*time.Second - time.Millisecond, true, false, false},
 		{"an exhausted Anthropic limit, to the second: a second less", retryhttptest.Status(429,
 			"Anthropic-Ratelimit-Requests-Limit", "10", "Anthropic-Ratelimit-Requests-Remaining", "0",
-			"Anthropic-Ratelimit-Requests-Reset", anthropicReset.Format(time.RFC3339)), -1, true, false},
-		{"a 500 without an ask is not about the rate", retryhttptest.Status(500), 0, false, true},
+			"Anthropic-Ratelimit-Requests-Reset", anthropicReset.Format(time.RFC3339)), -1, true, false, false},
+		{"a 500 without an ask is not about the rate", retryhttptest.Status(500), 0, false, true, false},
 		{"a success in free flow is not read", retryhttptest.Status(200,
-			"X-Ratelimit-Remaining-Requests", "0", "X-Ratelimit-Reset-Requests", "6s"), 0, false, true},
+			"X-Ratelimit-Remaining-Requests", "0", "X-Ratelimit-Reset-Requests", "6s"), 0, false, true, false},
+		{"a success off the happy path is not read either", retryhttptest.Status(200,
+			"X-Ratelimit-Remaining-Requests", "0", "X-Ratelimit-Reset-Requests", "6s"), 0, false, true, true},
+		{"an exhausted limit on a 400 holds (a reset on any answer) but does not pace", retryhttptest.Status(400,
+			"X-Ratelimit-Limit-Requests", "10", "X-Ratelimit-Remaining-Requests", "0", "X-Ratelimit-Reset-Requests", "6s"), 6*time.Second - time.Millisecond, false, false, false},
+		{"a 503 asking for no wait arms nothing", retryhttptest.Status(503, "Retry-After", "0"), 0, false, true, false},
+		{"a 500 whose exhausted limit is back already arms nothing", retryhttptest.Status(500,
+			"X-Ratelimit-Limit-Requests", "10", "X-Ratelimit-Remaining-Requests", "0", "X-Ratelimit-Reset-Requests", "0s"), 0, false, true, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			clk := retryhttptest.NewClock()
 			cd := NewCooldown(nil)
-			tr := New(retryhttptest.NewScript(tc.reply), WithClock(clk), WithCooldown(cd), WithMaxRetries(0))
+			opts := []Option{WithClock(clk), WithCooldown(cd), WithMaxRetries(0)}
+			if tc.observe {
+				opts = append(opts, WithObserver(func(context.Context, Attempt) {}))
+			}
+			tr := New(retryhttptest.NewScript(tc.reply), opts...)
 			resp, err := tr.RoundTrip(getReq(context.Background()))
 			require.NoError(t, err)
 			resp.Body.Close()
@@ -153,7 +166,7 @@ var okReply = retryhttptest.Reply{Body: "ok"}
 // kit's Clock: the log, Attempt.Held, a retry's wait, and a key function.
 func TestCooldownThroughTheTransport(t *testing.T) {
 	t.Run("a 429 with Retry-After holds another Transport's next call; logged, in Attempt.Held", heldAcrossTransportsLoggedAndReported)
-	t.Run("a short pace is reported in Attempt.Held but not logged", shortPaceReportedNotLogged)
+	t.Run("a short pace is reported in Attempt.Held but not logged; a pace of a second is", shortPaceReportedNotLogged)
 	t.Run("a retry waits the largest of backoff, ask and hold", retryWaitsTheLargest)
 	t.Run("a key function that returns empty leaves the request out", emptyKeyLeftOut)
 }
@@ -190,7 +203,8 @@ func heldAcrossTransportsLoggedAndReported(t *testing.T) {
 }
 
 // shortPaceReportedNotLogged is a subtest of TestCooldownThroughTheTransport:
-// a short pace is reported in Attempt.Held but not logged.
+// a short pace is reported in Attempt.Held but not logged; a pace of a
+// second is.
 func shortPaceReportedNotLogged(t *testing.T) {
 	clk := retryhttptest.NewClock()
 	cd := NewCooldown(nil)
@@ -207,6 +221,17 @@ func shortPaceReportedNotLogged(t *testing.T) {
 	// Each call waits for its slot; the clock moves with the waits.
 	assert.Equal(t, []time.Duration{0, 50 * time.Millisecond, 50 * time.Millisecond}, held)
 	assert.Zero(t, logs.FilterMessage(msgHolding).Len())
+
+	// A pace of a second or more is logged, as a hold is.
+	paceAt(cd, clk.Now(), time.Second)
+	for range 2 {
+		resp, err := tr.RoundTrip(getReq(context.Background()))
+		require.NoError(t, err)
+		resp.Body.Close()
+	}
+	entries := logs.FilterMessage(msgHolding).All()
+	require.Len(t, entries, 1, "the second call's slot, a second on")
+	assert.Equal(t, int64(1000), entries[0].ContextMap()["wait_ms"])
 }
 
 // retryWaitsTheLargest is a subtest of TestCooldownThroughTheTransport:

@@ -23,6 +23,62 @@ func TestCooldownWaitsFitAndAreCharged(t *testing.T) {
 	t.Run("a hold that does not fit the deadline sends nothing, with or without a Budget", holdPastTheDeadlineSendsNothing)
 	t.Run("a hold equal to what is left does not fit", holdEqualToWhatIsLeftDoesNotFit)
 	t.Run("a hold is charged, and canceled during it, refunded", holdChargedAndRefunded)
+	t.Run("a slot free now is sent with nothing left to wait", slotFreeNowNeedsNoRoom)
+	t.Run("a hold armed while a call waits must fit as well", laterHoldMustFit)
+}
+
+// laterHoldMustFit is a subtest of TestCooldownWaitsFitAndAreCharged: a
+// call waiting for its slot when another call's 429 holds the key must fit
+// the rest too; exactly what its deadline leaves does not fit (R7), and the
+// call fails at once with ErrRateLimited, sending nothing.
+func laterHoldMustFit(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		cd := NewCooldown(nil)
+		start := time.Now()
+		var sent sync.WaitGroup
+		sent.Add(1)
+		limited := New(roundTripperFunc(func(*http.Request) (*http.Response, error) {
+			sent.Done()
+			time.Sleep(50 * time.Millisecond)
+			return respond(429, "", "Retry-After-Ms", "300"), nil // at 50 ms: every call held to 350 ms
+		}), WithCooldown(cd), WithMaxRetries(0))
+		var tries int
+		waiting := New(roundTripperFunc(func(*http.Request) (*http.Response, error) {
+			tries++
+			return respond(200, "ok"), nil
+		}), WithCooldown(cd))
+		paceAt(cd, start, 100*time.Millisecond)
+		go func() {
+			resp, err := limited.RoundTrip(getReq(context.Background()))
+			if assert.NoError(t, err) {
+				resp.Body.Close()
+			}
+		}()
+		sent.Wait() // the first slot is taken: the next is at 100 ms
+		// At 100 ms the call must wait 300 ms more: all its deadline leaves.
+		ctx, cancel := context.WithDeadline(context.Background(), start.Add(400*time.Millisecond))
+		defer cancel()
+		resp, err := waiting.RoundTrip(getReq(ctx))
+		require.Nil(t, resp)
+		assert.ErrorIs(t, err, ErrRateLimited)
+		assert.Equal(t, 100*time.Millisecond, time.Since(start), "it failed as it found the hold, without waiting it out")
+		assert.Zero(t, tries, "nothing was sent")
+	})
+}
+
+// slotFreeNowNeedsNoRoom is a subtest of TestCooldownWaitsFitAndAreCharged:
+// a call on a paced key whose slot is free now waits nothing, so it is sent
+// though its Budget has no room left (R7 fits waits, and this is none).
+func slotFreeNowNeedsNoRoom(t *testing.T) {
+	clk := retryhttptest.NewClock()
+	cd := NewCooldown(nil)
+	script := retryhttptest.NewScript(retryhttptest.Status(200)).WithClock(clk)
+	tr := New(script, WithClock(clk), WithCooldown(cd))
+	paceAt(cd, clk.Now(), time.Second)
+	resp, err := tr.RoundTrip(getReq(WithBudget(context.Background(), NewBudget(0))))
+	require.NoError(t, err)
+	resp.Body.Close()
+	assert.Equal(t, 1, script.Len())
 }
 
 // slotsPastTheBudgetFailAtOnce is a subtest of TestCooldownWaitsFitAndAreCharged:
@@ -239,6 +295,20 @@ func TestCooldownMemoryBounded(t *testing.T) {
 	clk.Add(2 * time.Hour) // every hold is over and quiet: the next key makes room
 	require.NotNil(t, cd.arm("https://one-more.example.com", clk.Now()))
 	assert.Equal(t, 1, cd.size())
+
+	// Full, a new key looks for room at most once a second: a second after
+	// it last looked, it looks again.
+	for i := range maxCoolingKeys - 1 {
+		require.NotNil(t, cd.arm(fmt.Sprintf("https://k%d.example.com", i), clk.Now()))
+	}
+	armed := clk.Now()
+	clk.Add(quietAfter - time.Second/2)
+	assert.Nil(t, cd.arm("https://late.example.com", clk.Now()), "full, none quiet yet")
+	clk.Add(sweepEvery - time.Nanosecond) // every key quiet now, but looked less than a second ago
+	require.True(t, clk.Now().Sub(armed) >= quietAfter)
+	assert.Nil(t, cd.arm("https://late.example.com", clk.Now()), "looked over less than a second ago")
+	clk.Add(time.Nanosecond)
+	assert.NotNil(t, cd.arm("https://late.example.com", clk.Now()), "a second on, it looks again and finds room")
 	cd.watched.Store(nil)
 	for i := range 100 {
 		require.NotNil(t, cd.arm(fmt.Sprintf("https://new%d.example.com", i), clk.Now()))

@@ -130,10 +130,12 @@ func (l lane) hear(now time.Time, h heard) lane {
 	if h.hasAsk && h.ask > h.askRes {
 		l = l.holdTo(now, now.Add(h.ask))
 	}
-	if h.hasReset && h.reset > h.resetRes {
+	if h.hasReset {
 		// A reset is not an ask: it says when the limit is whole again,
 		// rounded up to its resolution. Every call holds until the limit
-		// may be back; in the last resolution, the others go paced.
+		// may be back; in the last resolution, the others go paced (a
+		// reset within its resolution holds nobody: holdTo ignores a hold
+		// that ends before it starts).
 		// A provider counts a request when it admits it: the reset of
 		// an answer that took 30 s to write is 30 s old. It runs from
 		// the send, when the Cooldown knows it, else from the answer.

@@ -64,11 +64,14 @@ func hearAnswers(now time.Time) []heard {
 	var answers []heard
 	for _, status := range []int{200, 429, 503} {
 		for _, sentAgo := range []time.Duration{-1, 0, 20 * ms, time.Hour} {
-			for _, ask := range []hint{{}, {s, s, true}, {20 * s, s, true}, {20 * ms, ms, true}, {13 * ms, 0, true}, {0, ms, true}} {
+			for _, ask := range []hint{{}, {s, s, true}, {20 * s, s, true}, {20 * ms, ms, true}, {13 * ms, 0, true}, {0, ms, true},
+				{2 * ms, ms, true}, {50 * time.Microsecond, 0, true}, {3 * ms, s, true}} {
 				for _, reset := range []hint{{}, {100 * ms, ms, true}, {s, s, true}, {0, s, true}} {
 					for _, c := range []counts{{}, {limit: 10, remaining: 0, window: 100 * ms, res: ms, ok: true},
 						{limit: 10, remaining: 9, window: s, res: s, ok: true}, {limit: 10, remaining: 10, window: 0, res: ms, ok: true},
-						{limit: 500, remaining: 499, window: 120 * ms, res: ms, ok: true}} {
+						{limit: 500, remaining: 499, window: 120 * ms, res: ms, ok: true},
+						{limit: 10, remaining: 10, window: 100 * ms, res: ms, ok: true}, // full: no rate in it
+						{limit: 10, remaining: 5, window: 0, res: ms, ok: true}} {       // a window of nothing: no rate either
 						if status == 200 && ask.ok {
 							continue // a success carries no ask (heardOf)
 						}
@@ -107,7 +110,11 @@ func checkHear(t *testing.T, now time.Time, l lane, h heard, got lane) {
 		want := max(time.Duration(float64(h.counts.window/time.Duration(h.counts.limit-h.counts.remaining))*exactSlack), minInterval)
 		check(got.interval == want && got.exact, "the provider's counts are the rate")
 	case limits && l.interval == 0:
-		check(got.interval > 0 && got.interval <= firstInterval && got.ramp, "a limit paces, from a guess, ramping")
+		want := firstInterval
+		if h.hasAsk && h.askRes <= time.Millisecond && h.ask > 0 {
+			want = min(max(h.ask, minInterval), firstInterval) // a fine ask: the time to the provider's next slot
+		}
+		check(got.interval == want && got.ramp, "a limit paces, from a guess, ramping")
 	case limits && !l.exact && h.slotted.After(l.cutAt):
 		by := cutBy
 		if l.ramp {
@@ -150,13 +157,14 @@ func checkHold(check func(bool, string), now time.Time, l lane, h heard, got lan
 			check(!got.until.Before(from.Add(h.reset-h.resetRes)), "a reset holds until the limit may be back")
 		}
 	}
-	cut := got.cutAt.Equal(now) && !l.cutAt.Equal(now)
+	cut := got.cutAt.Equal(now) && !l.cutAt.Equal(now) && l.interval > 0 // arming sets cutAt too, with no pause
 	holds := h.hasAsk && h.ask > h.askRes || h.hasReset && h.reset > h.resetRes
 	if !holds && !cut {
 		check(got.until.Equal(l.until), "an ask within its resolution holds nobody else")
 	}
 	if cut {
 		word = later(word, now.Add(cutPause*got.interval)) // the pause after a cut
+		check(!got.until.Before(now.Add(cutPause*got.interval)), "a cut pauses the key some slots")
 	}
 	check(!got.until.After(word), "never past the provider's word")
 
@@ -188,6 +196,7 @@ func TestLaneSlots(t *testing.T) {
 		{"held", lane{until: now.Add(time.Second), interval: 10 * time.Millisecond}, time.Second},
 		{"queued", lane{next: now.Add(50 * time.Millisecond), interval: 10 * time.Millisecond}, 50 * time.Millisecond},
 		{"queued behind a hold", lane{until: now.Add(time.Second), next: now.Add(2 * time.Second), interval: time.Millisecond}, 2 * time.Second},
+		{"held, not paced", lane{until: now.Add(time.Second)}, time.Second},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			l := tc.l
