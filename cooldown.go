@@ -1,6 +1,7 @@
 package retryhttp
 
 import (
+	"maps"
 	"net/http"
 	"strings"
 	"sync"
@@ -301,13 +302,13 @@ func (c *Cooldown) arm(key string, now time.Time) *cooling {
 			return nil // full, and looked over less than a second ago
 		}
 		c.fullSweep = now
-		if old = c.live(old, now, 0); len(old) >= maxCoolingKeys {
+		if old = c.live(old, now); len(old) >= maxCoolingKeys {
 			return nil
 		}
 	}
-	m := make(map[string]*cooling, len(old)+1)
-	for k, e := range old {
-		m[k] = e
+	m := maps.Clone(old)
+	if m == nil {
+		m = make(map[string]*cooling)
 	}
 	e := &cooling{lane: lane{limitedAt: now}}
 	m[key] = e
@@ -316,10 +317,9 @@ func (c *Cooldown) arm(key string, now time.Time) *cooling {
 	return e
 }
 
-// live copies the entries of m that are not idle at now, with room for more.
-// c.mu is held.
-func (c *Cooldown) live(m map[string]*cooling, now time.Time, more int) map[string]*cooling {
-	out := make(map[string]*cooling, len(m)+more)
+// live copies the entries of m that are not idle at now. c.mu is held.
+func (c *Cooldown) live(m map[string]*cooling, now time.Time) map[string]*cooling {
+	out := make(map[string]*cooling, len(m))
 	for k, e := range m {
 		e.mu.Lock()
 		idle := e.lane.idle(now)
@@ -354,7 +354,7 @@ func (c *Cooldown) sweepIdle() {
 	if old == nil {
 		return
 	}
-	m := c.live(old.m, c.now(), 0)
+	m := c.live(old.m, c.now())
 	if len(m) == len(old.m) {
 		c.schedule()
 		return
