@@ -144,7 +144,7 @@ func TestStrings(t *testing.T) {
 	tests := []struct{ got, want string }{
 		{Done.String(), "done"}, {Retrying.String(), "retrying"}, {Exhausted.String(), "exhausted"},
 		{OutOfTime.String(), "out_of_time"}, {NotReplayable.String(), "not_replayable"},
-		{NoQuota.String(), "no_quota"}, {Canceled.String(), "canceled"}, {Outcome(42).String(), "outcome(42)"},
+		{NoQuota.String(), "no_quota"}, {Canceled.String(), "canceled"}, {(Canceled + 1).String(), "outcome(7)"}, {Outcome(42).String(), "outcome(42)"},
 		{FromBackoff.String(), "backoff"}, {FromRetryAfter.String(), "retry-after"}, {WaitSource(7).String(), "wait_source(7)"},
 		{Permanent.String(), "permanent"}, {Transient.String(), "transient"}, {Throttled.String(), "throttled"}, {Class(9).String(), "class(9)"},
 	}
@@ -323,5 +323,27 @@ func TestClassifyTLSAlerts(t *testing.T) {
 		{tls.RecordHeaderError{Msg: "first record does not look like a TLS handshake"}, Permanent},
 	} {
 		assert.Equal(t, tc.want, Classify(req, nil, tc.err), "%v", tc.err)
+	}
+}
+
+// TestClassifyShouldRetryNoValue: in a Header map built by hand, a spelling
+// of X-Should-Retry with no value is no header at all (R2): the status
+// decides, or another spelling that has a value.
+func TestClassifyShouldRetryNoValue(t *testing.T) {
+	req := newRequest(t, context.Background(), "GET", "https://api.example.com/v1", nil)
+	for _, tc := range []struct {
+		status int
+		header http.Header
+		want   Class
+	}{
+		{503, http.Header{"x-should-retry": {}}, Transient},
+		{429, http.Header{"X-SHOULD-RETRY": {}}, Throttled},
+		{400, http.Header{"x-should-retry": {}}, Permanent},
+		{503, http.Header{"x-should-retry": {}, "X-Should-retry": {"false"}}, Permanent},
+		{400, http.Header{"X-Should-Retry": {}, "x-should-retry": {"true"}}, Transient},
+	} {
+		resp := respond(tc.status, "")
+		resp.Header = tc.header
+		assert.Equal(t, tc.want, Classify(req, resp, nil), "status %d, %v", tc.status, tc.header)
 	}
 }
