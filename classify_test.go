@@ -347,3 +347,24 @@ func TestClassifyShouldRetryNoValue(t *testing.T) {
 		assert.Equal(t, tc.want, Classify(req, resp, nil), "status %d, %v", tc.status, tc.header)
 	}
 }
+
+// TestClassifierDecidesEveryTry: a Classifier of the caller's own decides
+// every try, a first-try success too (R2): one that makes a 200 Transient
+// has it retried.
+func TestClassifierDecidesEveryTry(t *testing.T) {
+	var calls int
+	_, script, tr := scripted(replies{reply(200, "X-Busy", "1"), reply(200)}, WithClassifier(
+		func(req *http.Request, resp *http.Response, err error) Class {
+			calls++
+			if resp != nil && resp.Header.Get("X-Busy") != "" {
+				return Transient
+			}
+			return Classify(req, resp, err)
+		}))
+	resp, err := tr.RoundTrip(newRequest(t, context.Background(), "GET", "https://api.example.com/v1", nil))
+	require.NoError(t, err)
+	resp.Body.Close()
+	assert.Equal(t, 2, calls, "Classifier calls")
+	assert.Equal(t, 2, script.Len(), "tries")
+	assert.Empty(t, resp.Header.Get("X-Busy"), "the second 200")
+}
