@@ -3,8 +3,11 @@ package retryhttp
 import (
 	"context"
 	"errors"
+	"io"
+	"net/http"
 	"sync/atomic"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/benbjohnson/clock"
@@ -14,7 +17,8 @@ import (
 )
 
 // Tests of the wait between tries: which side sets it and what the Budget is
-// charged (R4, R8), and the caller's context ending just as it ends (R9).
+// charged (R4, R8), and the caller's context ending just as it ends, or while
+// the failed body drains (R9).
 
 // TestWaitSourceWithBudget: with a Budget, the wait is still the largest of
 // the backoff and the server's ask, the server's side only when strictly
@@ -134,4 +138,52 @@ func TestCancelAsTheTimerFires(t *testing.T) {
 			})
 		}
 	}
+}
+
+// cancelingBody is a failed response's body whose Read, on the transport's
+// drain, takes spent on the transport's clock and then ends the caller's
+// context: the caller gives up while the body drains, before the sleep.
+type cancelingBody struct {
+	clk    *retryhttptest.Clock
+	spent  time.Duration
+	cancel context.CancelFunc
+}
+
+func (b cancelingBody) Read([]byte) (int, error) {
+	b.clk.Add(b.spent)
+	b.cancel()
+	return 0, io.EOF
+}
+
+func (cancelingBody) Close() error { return nil }
+
+// TestCancelDuringTheDrain: the caller's context ends while the failed body
+// drains, which the wait overlaps (R10): RoundTrip returns at once with
+// Reason Canceled, nothing more is slept or sent, and what the wait did not
+// use is given back (R8, R9). Run in a bubble: the drain's real-time bound
+// cannot run out before the drain reads.
+func TestCancelDuringTheDrain(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		const spent = 100 * time.Millisecond // of noJitter's 400ms
+		clk := retryhttptest.NewClock()
+		budget := NewBudget(PublicTierMaxWait)
+		ctx, cancel := context.WithCancel(WithBudget(context.Background(), budget))
+		defer cancel()
+		var tries int
+		base := roundTripperFunc(func(*http.Request) (*http.Response, error) {
+			tries++
+			resp := respond(503, "")
+			resp.Body, resp.ContentLength = cancelingBody{clk, spent, cancel}, -1
+			return resp, nil
+		})
+		tr := New(base, WithClock(clk), WithBackoff(noJitter))
+		resp, err := tr.RoundTrip(newRequest(t, ctx, "GET", "https://api.example.com/v1", nil))
+		require.Nil(t, resp)
+		var e *Error
+		require.ErrorAs(t, err, &e)
+		assert.Equal(t, Error{Tries: 1, Waited: spent, Status: 503, Reason: Canceled, Err: context.Canceled}, *e)
+		assert.Equal(t, 1, tries)
+		assert.Empty(t, clk.Waits(), "nothing slept")
+		assert.Equal(t, spent, budget.Waited(), "the rest of the wait given back")
+	})
 }
