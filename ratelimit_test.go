@@ -30,7 +30,6 @@ func TestParseRateLimitReset(t *testing.T) {
 		{"openai 20ms", []string{"X-Ratelimit-Remaining-Requests", "0", "X-Ratelimit-Reset-Requests", "20ms"}, 20 * time.Millisecond, true},
 		{"openai 1m30.5s", []string{"X-Ratelimit-Remaining-Requests", "0", "X-Ratelimit-Reset-Requests", "1m30.5s"}, 90*time.Second + 500*time.Millisecond, true},
 		{"openai 1h2m3s", []string{"X-Ratelimit-Remaining-Requests", "0", "X-Ratelimit-Reset-Requests", "1h2m3s"}, time.Hour + 2*time.Minute + 3*time.Second, true},
-		{"openai 1m9s", []string{"X-Ratelimit-Remaining-Requests", "0", "X-Ratelimit-Reset-Requests", "1m9s"}, 69 * time.Second, true},
 		{"openai 59.123s", []string{"X-Ratelimit-Remaining-Requests", "0", "X-Ratelimit-Reset-Requests", "59.123s"}, 59123 * time.Millisecond, true},
 		{"openai 1.5h", []string{"X-Ratelimit-Remaining-Requests", "0", "X-Ratelimit-Reset-Requests", "1.5h"}, 90 * time.Minute, true},
 		{"openai micro and nano units", []string{"X-Ratelimit-Remaining-Requests", "0", "X-Ratelimit-Reset-Requests", "1ms2us3µs4μs5ns"}, time.Millisecond + 9*time.Microsecond + 5, true},
@@ -62,8 +61,6 @@ func TestParseRateLimitReset(t *testing.T) {
 		{"remaining empty", []string{"X-Ratelimit-Remaining-Requests", "", "X-Ratelimit-Reset-Requests", "1s"}, 0, false},
 		{"remaining missing", []string{"X-Ratelimit-Reset-Requests", "1s"}, 0, false},
 		{"reset missing", []string{"X-Ratelimit-Remaining-Requests", "0"}, 0, false},
-		{"reset missing, other headers", []string{"X-Ratelimit-Remaining-Requests", "0", "Retry-After", "5", "X-Request-Id", "req_1"}, 0, false},
-		{"reset missing, a limit as long as its name", []string{"X-Ratelimit-Remaining-Requests", "0", "X-Ratelimit-Limit-Requests", "5000"}, 0, false},
 		{"reset empty", []string{"X-Ratelimit-Remaining-Requests", "0", "X-Ratelimit-Reset-Requests", " "}, 0, false},
 		{"pairs do not mix: requests remaining, tokens reset", []string{"X-Ratelimit-Remaining-Requests", "0", "X-Ratelimit-Reset-Tokens", "1s"}, 0, false},
 		{"openai negative", []string{"X-Ratelimit-Remaining-Requests", "0", "X-Ratelimit-Reset-Requests", "-1s"}, 0, false},
@@ -80,7 +77,6 @@ func TestParseRateLimitReset(t *testing.T) {
 		{"openai huge saturates", []string{"X-Ratelimit-Remaining-Requests", "0", "X-Ratelimit-Reset-Requests", "99999999999999999999999h"}, maxDuration, true},
 		{"openai sum saturates", []string{"X-Ratelimit-Remaining-Requests", "0", "X-Ratelimit-Reset-Requests", "2562047h47m16.854775807s1ns"}, maxDuration, true},
 		{"openai largest duration exactly", []string{"X-Ratelimit-Remaining-Requests", "0", "X-Ratelimit-Reset-Requests", "2562047h47m16.854775807s"}, maxDuration, true},
-		{"openai nanoseconds just under the largest, exact", []string{"X-Ratelimit-Remaining-Requests", "0", "X-Ratelimit-Reset-Requests", "9223372036854775800ns"}, maxDuration - 7, true},
 		{"openai saturated, then junk", []string{"X-Ratelimit-Remaining-Requests", "0", "X-Ratelimit-Reset-Requests", "99999999999999999999hx"}, 0, false},
 		{"openai huge bare seconds saturate", []string{"X-Ratelimit-Remaining-Requests", "0", "X-Ratelimit-Reset-Requests", "99999999999999999999999"}, maxDuration, true},
 		{"whitespace around", []string{"X-Ratelimit-Remaining-Requests", " \t0 ", "X-Ratelimit-Reset-Requests", "\t1m30s  "}, 90 * time.Second, true},
@@ -92,7 +88,6 @@ func TestParseRateLimitReset(t *testing.T) {
 		{"anthropic output tokens", []string{"Anthropic-Ratelimit-Output-Tokens-Remaining", "0", "Anthropic-Ratelimit-Output-Tokens-Reset", rfc(1500 * time.Millisecond)}, 1500 * time.Millisecond, true},
 		{"anthropic time with an offset", []string{"Anthropic-Ratelimit-Requests-Remaining", "0", "Anthropic-Ratelimit-Requests-Reset", now.Add(time.Minute).In(time.FixedZone("", -5*3600)).Format(time.RFC3339)}, time.Minute, true},
 		{"anthropic past time is 0", []string{"Anthropic-Ratelimit-Requests-Remaining", "0", "Anthropic-Ratelimit-Requests-Reset", rfc(-time.Hour)}, 0, true},
-		{"anthropic year 0999 is past: 0", []string{"Anthropic-Ratelimit-Requests-Remaining", "0", "Anthropic-Ratelimit-Requests-Reset", "0999-12-31T23:59:59Z"}, 0, true},
 		{"anthropic reset now is 0", []string{"Anthropic-Ratelimit-Requests-Remaining", "0", "Anthropic-Ratelimit-Requests-Reset", rfc(0)}, 0, true},
 		{"anthropic longest of four", []string{
 			"Anthropic-Ratelimit-Requests-Remaining", "0", "Anthropic-Ratelimit-Requests-Reset", rfc(time.Second),
@@ -158,6 +153,31 @@ func TestParseRateLimitReset(t *testing.T) {
 			assert.Equal(t, tt.want, got, "ParseRateLimitReset(%q)", tt.header)
 			assert.Equal(t, tt.wantOK, ok, "ParseRateLimitReset(%q) ok", tt.header)
 		})
+	}
+}
+
+// TestParseRateLimitResetEdges: a limit is read from its own pair of
+// headers only, whatever others the response has (some as long as R18's
+// names); a reset is exact to the nanosecond below the largest Duration, a
+// count after a unit reads whatever its digits, and a time long past is 0,
+// with ok (R18).
+func TestParseRateLimitResetEdges(t *testing.T) {
+	const remaining, reset = "X-Ratelimit-Remaining-Requests", "X-Ratelimit-Reset-Requests"
+	for _, tc := range []struct {
+		name   string
+		header []string // name, value pairs
+		want   time.Duration
+		wantOK bool
+	}{
+		{"reset missing, other headers", []string{remaining, "0", "Retry-After", "5", "X-Request-Id", "req_1"}, 0, false},
+		{"reset missing, a limit as long as its name", []string{remaining, "0", "X-Ratelimit-Limit-Requests", "5000"}, 0, false},
+		{"openai 1m9s", []string{remaining, "0", reset, "1m9s"}, 69 * time.Second, true},
+		{"openai nanoseconds just under the largest, exact", []string{remaining, "0", reset, "9223372036854775800ns"}, maxDuration - 7, true},
+		{"anthropic year 0999 is past: 0", []string{"Anthropic-Ratelimit-Requests-Remaining", "0", "Anthropic-Ratelimit-Requests-Reset", "0999-12-31T23:59:59Z"}, 0, true},
+	} {
+		got, ok := ParseRateLimitReset(headerOf(tc.header...), epoch)
+		assert.Equal(t, tc.want, got, tc.name)
+		assert.Equal(t, tc.wantOK, ok, tc.name)
 	}
 }
 
