@@ -392,3 +392,32 @@ func TestCancelDuringWaitClosesFreshBody(t *testing.T) {
 	require.Len(t, fresh, 1, "GetBody calls")
 	assert.EqualValues(t, 1, fresh[0].closed.Load(), "the unsent fresh body is closed")
 }
+
+// TestBudgetErrKeepsTheFirst checks R20 across the calls of one turn: Err is
+// nil until a call carrying the Budget is rate limited, then the very *Error
+// that call got, whatever the later calls get, a later rate limit included.
+func TestBudgetErrKeepsTheFirst(t *testing.T) {
+	budget := NewBudget(PublicTierMaxWait)
+	ctx := WithBudget(context.Background(), budget)
+	_, _, tr := scripted(replies{reply(503), reply(200), reply(429, "Retry-After", "30"), reply(429, "Retry-After", "45"),
+		retryhttptest.Fail(errRefused)}, WithMaxRetries(0))
+	call := func() error {
+		resp, err := tr.RoundTrip(newRequest(t, ctx, "GET", "https://api.example.com/v1", nil))
+		if resp != nil {
+			resp.Body.Close()
+		}
+		return err
+	}
+	require.NoError(t, call(), "a 503, handed back")
+	require.NoError(t, call(), "a 200")
+	assert.NoError(t, budget.Err(), "no call was rate limited") // nil itself, not a nil *Error
+	first := call()
+	require.ErrorIs(t, first, ErrRateLimited)
+	second := call()
+	require.ErrorIs(t, second, ErrRateLimited)
+	require.Error(t, call(), "refused, not rate limited")
+	assert.Same(t, first, budget.Err(), "the first rate limit, not the second %v", second)
+	var e *Error
+	require.ErrorAs(t, budget.Err(), &e)
+	assert.Equal(t, 30*time.Second, e.RetryAfter)
+}

@@ -118,11 +118,13 @@ func (c *call) hear() {
 }
 
 // readAsk reads how long the provider asks the client to wait: Retry-After
-// or retry-after-ms (R5), or the retryDelay of a JSON error body when it is
-// longer (R19). The body is read ahead, at most bodyTimeout, and takes the
-// body's place: parsed here, drained by a wait, or handed back whole with
-// the response (R19). A body that says the quota is spent makes the try
-// Permanent: a spent quota is not "busy, try again in a minute".
+// or retry-after-ms (R5), or the retryDelay of a JSON error body when no
+// header asks for more (R19): as long as the header's, the body's is the ask,
+// exact where a whole-second header may mean less (R17). The body is read
+// ahead, at most bodyTimeout, and takes the body's place: parsed here,
+// drained by a wait, or handed back whole with the response (R19). A body
+// that says the quota is spent makes the try Permanent: a spent quota is not
+// "busy, try again in a minute".
 func (c *call) readAsk() {
 	r := &c.r
 	r.ask, r.hasAsk = ParseRetryAfter(r.resp.Header, r.now)
@@ -133,7 +135,7 @@ func (c *call) readAsk() {
 		hint := ParseErrorBody(errorBody(r.resp.Header, ahead.bytes()))
 		if hint.Exhausted {
 			r.class = Permanent
-		} else if hint.RetryAfter > 0 && (!r.hasAsk || hint.RetryAfter > r.ask) {
+		} else if hint.RetryAfter > 0 && (!r.hasAsk || hint.RetryAfter >= r.ask) {
 			r.ask, r.hasAsk, r.inBody = hint.RetryAfter, true, true
 		}
 	}

@@ -144,7 +144,7 @@ func TestStrings(t *testing.T) {
 	tests := []struct{ got, want string }{
 		{Done.String(), "done"}, {Retrying.String(), "retrying"}, {Exhausted.String(), "exhausted"},
 		{OutOfTime.String(), "out_of_time"}, {NotReplayable.String(), "not_replayable"},
-		{NoQuota.String(), "no_quota"}, {Canceled.String(), "canceled"}, {Outcome(42).String(), "outcome(42)"},
+		{NoQuota.String(), "no_quota"}, {Canceled.String(), "canceled"}, {(Canceled + 1).String(), "outcome(7)"}, {Outcome(42).String(), "outcome(42)"},
 		{FromBackoff.String(), "backoff"}, {FromRetryAfter.String(), "retry-after"}, {WaitSource(7).String(), "wait_source(7)"},
 		{Permanent.String(), "permanent"}, {Transient.String(), "transient"}, {Throttled.String(), "throttled"}, {Class(9).String(), "class(9)"},
 	}
@@ -324,4 +324,47 @@ func TestClassifyTLSAlerts(t *testing.T) {
 	} {
 		assert.Equal(t, tc.want, Classify(req, nil, tc.err), "%v", tc.err)
 	}
+}
+
+// TestClassifyShouldRetryNoValue: in a Header map built by hand, a spelling
+// of X-Should-Retry with no value is no header at all (R2): the status
+// decides, or another spelling that has a value.
+func TestClassifyShouldRetryNoValue(t *testing.T) {
+	req := newRequest(t, context.Background(), "GET", "https://api.example.com/v1", nil)
+	for _, tc := range []struct {
+		status int
+		header http.Header
+		want   Class
+	}{
+		{503, http.Header{"x-should-retry": {}}, Transient},
+		{429, http.Header{"X-SHOULD-RETRY": {}}, Throttled},
+		{400, http.Header{"x-should-retry": {}}, Permanent},
+		{503, http.Header{"x-should-retry": {}, "X-Should-retry": {"false"}}, Permanent},
+		{400, http.Header{"X-Should-Retry": {}, "x-should-retry": {"true"}}, Transient},
+	} {
+		resp := respond(tc.status, "")
+		resp.Header = tc.header
+		assert.Equal(t, tc.want, Classify(req, resp, nil), "status %d, %v", tc.status, tc.header)
+	}
+}
+
+// TestClassifierDecidesEveryTry: a Classifier of the caller's own decides
+// every try, a first-try success too (R2): one that makes a 200 Transient
+// has it retried.
+func TestClassifierDecidesEveryTry(t *testing.T) {
+	var calls int
+	_, script, tr := scripted(replies{reply(200, "X-Busy", "1"), reply(200)}, WithClassifier(
+		func(req *http.Request, resp *http.Response, err error) Class {
+			calls++
+			if resp != nil && resp.Header.Get("X-Busy") != "" {
+				return Transient
+			}
+			return Classify(req, resp, err)
+		}))
+	resp, err := tr.RoundTrip(newRequest(t, context.Background(), "GET", "https://api.example.com/v1", nil))
+	require.NoError(t, err)
+	resp.Body.Close()
+	assert.Equal(t, 2, calls, "Classifier calls")
+	assert.Equal(t, 2, script.Len(), "tries")
+	assert.Empty(t, resp.Header.Get("X-Busy"), "the second 200")
 }

@@ -389,3 +389,40 @@ func TestIsJSON(t *testing.T) {
 		assert.Equal(t, want, isJSON(http.Header{"Content-Type": {v}}), v)
 	}
 }
+
+// TestErrorBodyEdges: a JSON body declared exactly 64 KiB long is read, one
+// byte more is not (R19); a body that asks for no wait is no ask, so a
+// Budget with no room hands its 503 back rather than failing fast (R8).
+func TestErrorBodyEdges(t *testing.T) {
+	padded := func(n int) string { b := retryInfo(`"3s"`); return b + strings.Repeat(" ", n-len(b)) }
+	for _, tc := range []struct {
+		name       string
+		first      retryhttptest.Reply
+		noRoom     bool // a Budget with no room, NewBudget(0)
+		wantWaits  []time.Duration
+		wantStatus int // 0: ErrRateLimited
+	}{
+		{name: "declared 64 KiB: read", first: jsonReply(503, padded(64<<10)), wantWaits: []time.Duration{3 * time.Second}, wantStatus: 200},
+		{name: "declared 64 KiB + 1: not read", first: jsonReply(503, padded(64<<10+1)), wantWaits: []time.Duration{400 * time.Millisecond}, wantStatus: 200},
+		{name: "no retryDelay, no room: the 503 back", first: jsonReply(503, openAIRate), noRoom: true, wantStatus: 503},
+		{name: "a retryDelay, no room: busy", first: jsonReply(503, retryInfo(`"3s"`)), noRoom: true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			clk, script, tr := scripted(replies{tc.first, reply(200)})
+			ctx := context.Background()
+			if tc.noRoom {
+				ctx = WithBudget(ctx, NewBudget(0))
+			}
+			resp, err := tr.RoundTrip(newRequest(t, ctx, "GET", "https://api.example.com/v1", nil))
+			assertWaits(t, tc.wantWaits, clk.Waits())
+			assert.Equal(t, 1+len(tc.wantWaits), script.Len(), "tries")
+			if tc.wantStatus == 0 {
+				assert.ErrorIs(t, err, ErrRateLimited)
+				return
+			}
+			require.NoError(t, err)
+			resp.Body.Close()
+			assert.Equal(t, tc.wantStatus, resp.StatusCode)
+		})
+	}
+}

@@ -217,3 +217,19 @@ func TestIdempotencyKeyCallersOwnKeyAnySpelling(t *testing.T) {
 	defer mu.Unlock()
 	assert.Equal(t, [][]string{{"order-42"}}, got, "the server saw only the caller's key")
 }
+
+// A spelling of Idempotency-Key with no value in a hand-built map is no key
+// of the caller's (R11): the call gets one.
+func TestIdempotencyKeyEmptyIsNone(t *testing.T) {
+	_, script, tr := scripted(replies{reply(503), reply(200)}, WithIdempotencyKey())
+	req := newRequest(t, context.Background(), http.MethodPost, "https://api.example.com/v1/chat", []byte("{}"))
+	req.Header["idempotency-key"] = []string{}
+	resp, err := tr.RoundTrip(req)
+	require.NoError(t, err)
+	resp.Body.Close()
+	reqs := script.Requests()
+	require.Len(t, reqs, 2, "tries")
+	key := reqs[0].Header.Get("Idempotency-Key")
+	assert.Regexp(t, idemKeyForm, key, "32 lowercase hex digits")
+	assert.Equal(t, key, reqs[1].Header.Get("Idempotency-Key"), "the same key on the retry")
+}

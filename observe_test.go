@@ -9,8 +9,9 @@ import (
 )
 
 // TestSafeURL: the one-concatenation form of scheme://host/path is the one
-// url.URL writes, for every kind of URL a request is sent to, and it never
-// holds the query, fragment or userinfo (R14).
+// url.URL writes, for every kind of URL a request is sent to (and for a URL
+// with no scheme or no host, which the fast form must leave to url.URL), and
+// it never holds the query, fragment or userinfo (R14).
 func TestSafeURL(t *testing.T) {
 	for _, raw := range []string{
 		"https://api.example.com/v1/chat/completions",
@@ -23,6 +24,9 @@ func TestSafeURL(t *testing.T) {
 		"https://api.example.com/caf%C3%A9/%E2%82%AC",
 		"https://api.example.com/path;params",
 		"HTTPS://API.EXAMPLE.COM/V1",
+		"//api.example.com/v1", // no scheme
+		"https:",               // no host, no path
+		"https:///v1",          // no host
 	} {
 		u, err := url.Parse(raw)
 		require.NoError(t, err, raw)

@@ -5,6 +5,7 @@ import (
 	"io"
 	"math"
 	"net/http"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -267,4 +268,67 @@ func TestQuotaOutage(t *testing.T) {
 			assert.Equal(t, 2, gotTries, "after %d successes: successes refill the bucket", calls)
 		})
 	}
+}
+
+// TestQuotaConcurrentCounts checks R12's counts under concurrent use: after
+// calls at once, the bucket holds exactly maxTokens, less one per Transient
+// try, plus ratio per other try, as if they had come one by one (no update
+// is lost to another). The counts stay clear of 0 and of maxTokens, where
+// the order of the tries would matter.
+func TestQuotaConcurrentCounts(t *testing.T) {
+	const workers = 8
+	t.Run("record", func(t *testing.T) {
+		const perWorker = 100_000
+		q := NewQuota(10_000_000, 0.5)
+		var wg sync.WaitGroup
+		start := make(chan struct{}) // all at once
+		for range workers {
+			wg.Go(func() {
+				<-start
+				for range perWorker {
+					q.record(Transient)
+				}
+			})
+		}
+		close(start)
+		wg.Wait()
+		require.Equal(t, 10_000_000.0-workers*perWorker, q.left(), "after %d failed tries at once", workers*perWorker)
+		for range workers {
+			wg.Go(func() {
+				for range perWorker {
+					q.record(Throttled)
+					q.record(Permanent)
+				}
+			})
+		}
+		wg.Wait()
+		assert.Equal(t, 10_000_000.0-2*workers*perWorker+0.5*workers*perWorker, q.left(), "after as many failed and other tries at once")
+	})
+	t.Run("through the transport", func(t *testing.T) {
+		const perWorker = 25
+		q := NewQuota(1000, 0.5)
+		// Each call's first try is a 503 (one token), its retry a 200 (ratio).
+		base := roundTripperFunc(func(r *http.Request) (*http.Response, error) {
+			if ResendCount(r.Context()) == 0 {
+				return respond(http.StatusServiceUnavailable, "down"), nil
+			}
+			return respond(http.StatusOK, "ok"), nil
+		})
+		tr := New(base, WithBackoff(Backoff{}), WithQuota(q))
+		var wg sync.WaitGroup
+		for range workers {
+			wg.Go(func() {
+				for range perWorker {
+					resp, err := tr.RoundTrip(newRequest(t, context.Background(), http.MethodGet, "https://api.example.com/v1", nil))
+					if assert.NoError(t, err) {
+						resp.Body.Close()
+						assert.Equal(t, http.StatusOK, resp.StatusCode, "every call retried: the bucket stays above half")
+					}
+				}
+			})
+		}
+		wg.Wait()
+		const calls = workers * perWorker
+		assert.Equal(t, 1000.0-calls+0.5*calls, q.left())
+	})
 }

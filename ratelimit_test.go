@@ -156,6 +156,31 @@ func TestParseRateLimitReset(t *testing.T) {
 	}
 }
 
+// TestParseRateLimitResetEdges: a limit is read from its own pair of
+// headers only, whatever others the response has (some as long as R18's
+// names); a reset is exact to the nanosecond below the largest Duration, a
+// count after a unit reads whatever its digits, and a time long past is 0,
+// with ok (R18).
+func TestParseRateLimitResetEdges(t *testing.T) {
+	const remaining, reset = "X-Ratelimit-Remaining-Requests", "X-Ratelimit-Reset-Requests"
+	for _, tc := range []struct {
+		name   string
+		header []string // name, value pairs
+		want   time.Duration
+		wantOK bool
+	}{
+		{"reset missing, other headers", []string{remaining, "0", "Retry-After", "5", "X-Request-Id", "req_1"}, 0, false},
+		{"reset missing, a limit as long as its name", []string{remaining, "0", "X-Ratelimit-Limit-Requests", "5000"}, 0, false},
+		{"openai 1m9s", []string{remaining, "0", reset, "1m9s"}, 69 * time.Second, true},
+		{"openai nanoseconds just under the largest, exact", []string{remaining, "0", reset, "9223372036854775800ns"}, maxDuration - 7, true},
+		{"anthropic year 0999 is past: 0", []string{"Anthropic-Ratelimit-Requests-Remaining", "0", "Anthropic-Ratelimit-Requests-Reset", "0999-12-31T23:59:59Z"}, 0, true},
+	} {
+		got, ok := ParseRateLimitReset(headerOf(tc.header...), epoch)
+		assert.Equal(t, tc.want, got, tc.name)
+		assert.Equal(t, tc.wantOK, ok, tc.name)
+	}
+}
+
 // TestParseRateLimitResetHandBuilt: a Header map built by hand, not through
 // Set or Add, may hold names in any spelling; the canonical one wins, and
 // the answer does not depend on the map's order.

@@ -287,3 +287,42 @@ func TestSecretsInOtherSpellings(t *testing.T) {
 		})
 	}
 }
+
+// TestScrubEdges: what the library writes of a base's error holds none of
+// the request's secrets (R14) at the edges of what counts as one: a
+// credential header's value of 3 characters, a query value of 4 quoted
+// alone, a fragment, and a secret that holds another (blanked whole, not
+// around the one inside it). The scrubbed error still unwraps to the base's.
+func TestScrubEdges(t *testing.T) {
+	for _, tc := range []struct {
+		name, url string
+		header    []string // name, value pairs
+		errText   string
+		secrets   []string // in errText, and never in what is written
+	}{
+		{"a 3-character credential header", "https://api.example.com/v1", []string{"X-Api-Key", "k3y"},
+			"upstream refused key k3y", []string{"k3y"}},
+		{"a 4-character query value alone", "https://api.example.com/v1?key=abcd", nil,
+			"upstream refused key abcd", []string{"abcd"}},
+		{"a fragment", "https://api.example.com/v1#tok-FRAGSECRET", nil,
+			"Post https://api.example.com/v1#tok-FRAGSECRET", []string{"tok-FRAGSECRET"}},
+		{"a header value holding a query value", "https://api.example.com/v1?key=abcd1234", []string{"X-Api-Key", "abcd1234-SUFFIXSECRET"},
+			"upstream refused abcd1234-SUFFIXSECRET", []string{"abcd1234", "SUFFIXSECRET"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			req := newRequest(t, context.Background(), http.MethodPost, tc.url, nil)
+			for i := 0; i+1 < len(tc.header); i += 2 {
+				req.Header.Set(tc.header[i], tc.header[i+1])
+			}
+			base := fmt.Errorf("%s: %w", tc.errText, syscall.ECONNRESET)
+			for _, s := range tc.secrets {
+				require.Contains(t, base.Error(), s, "the base's error holds it: the test could fail")
+			}
+			got := scrub(base, req)
+			for _, s := range tc.secrets {
+				assert.NotContains(t, got.Error(), s)
+			}
+			assert.ErrorIs(t, got, syscall.ECONNRESET, "it still unwraps")
+		})
+	}
+}

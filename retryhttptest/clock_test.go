@@ -83,6 +83,23 @@ func TestClockAddIsNotAWait(t *testing.T) {
 	assert.Empty(t, c.Waits())
 }
 
+// Add of d <= 0 does nothing: it runs not even a function due at the
+// clock's very instant (the second of two due where a wait stopped).
+func TestClockAddZeroRunsNothing(t *testing.T) {
+	c := NewClock()
+	var ran []int
+	c.AfterFunc(time.Second, func() { ran = append(ran, 1) })
+	c.AfterFunc(time.Second, func() { ran = append(ran, 2) })
+	tm := c.Timer(2 * time.Second) // stops at 1 s, where the first ran
+	defer tm.Stop()
+	require.Equal(t, []int{1}, ran)
+	c.Add(0)
+	c.Add(-time.Second)
+	assert.Equal(t, []int{1}, ran, "Add(0) and Add(-1s) run nothing")
+	c.Add(time.Nanosecond)
+	assert.Equal(t, []int{1, 2}, ran, "a move runs what is due")
+}
+
 func TestClockAfterFuncFiresWhenTimePassesIt(t *testing.T) {
 	tests := []struct {
 		name  string

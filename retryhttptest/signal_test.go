@@ -74,5 +74,6 @@ func TestReplyAsksMoreThanOnceKeepsCopiesApart(t *testing.T) {
 func TestSignalString(t *testing.T) {
 	assert.Equal(t, "retry-after-date", retryhttptest.RetryAfterDate.String())
 	assert.Equal(t, "ratelimit", retryhttptest.RateLimitField.String())
+	assert.Equal(t, "signal(7)", (retryhttptest.RateLimitField + 1).String(), "one past the last")
 	assert.Equal(t, "signal(200)", retryhttptest.Signal(200).String())
 }
