@@ -61,22 +61,25 @@ func TestBudgetEdges(t *testing.T) {
 	assert.Equal(t, 10*time.Second, PublicTierMaxWait)
 }
 
+// waitMustFitTest is a row of TestWaitMustFit.
+type waitMustFitTest struct {
+	name        string
+	budget      time.Duration // 0: no Budget in the context; < 0: NewBudget(0)
+	deadline    time.Duration // 0: none; on the injected clock
+	replies     replies
+	wantWaits   []time.Duration
+	wantStatus  int // of the returned response; 0 when an error is returned
+	wantReason  Outcome
+	wantLimited bool
+	wantWaited  time.Duration // charged to the Budget
+}
+
 // TestWaitMustFit checks R7 and R8 on single calls: whether the transport
 // waits, stops at once, or fails fast with ErrRateLimited.
 func TestWaitMustFit(t *testing.T) {
 	const ms = time.Millisecond
 	refused := retryhttptest.Fail(errRefused)
-	tests := []struct {
-		name        string
-		budget      time.Duration // 0: no Budget in the context; < 0: NewBudget(0)
-		deadline    time.Duration // 0: none; on the injected clock
-		replies     replies
-		wantWaits   []time.Duration
-		wantStatus  int // of the returned response; 0 when an error is returned
-		wantReason  Outcome
-		wantLimited bool
-		wantWaited  time.Duration // charged to the Budget
-	}{
+	tests := []waitMustFitTest{
 		{name: "deadline too close: the response comes back at once",
 			deadline: time.Second, replies: replies{reply(429, "Retry-After", "5")}, wantStatus: 429},
 		{name: "deadline fits",
@@ -109,50 +112,52 @@ func TestWaitMustFit(t *testing.T) {
 			budget: 10 * time.Second, deadline: 300 * ms, replies: replies{refused}, wantReason: OutOfTime},
 	}
 	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			clk := retryhttptest.NewClock()
-			var budget *Budget
-			switch {
-			case tt.budget > 0:
-				budget = NewBudget(tt.budget)
-			case tt.budget < 0:
-				budget = NewBudget(0)
-			}
-			ctx := WithBudget(context.Background(), budget)
-			if tt.deadline > 0 {
-				var cancel context.CancelFunc
-				ctx, cancel = clk.WithTimeout(ctx, tt.deadline)
-				defer cancel()
-			}
-			var last *trackedBody // the last response's body
-			script := retryhttptest.NewScript(tt.replies...).WithClock(clk)
-			base := &spy{script: script, edit: func(_ int, resp *http.Response) {
-				last = &trackedBody{r: resp.Body}
-				resp.Body = last
-			}}
-			tr := New(base, WithClock(clk), WithBackoff(noJitter))
-			resp, err := tr.RoundTrip(newRequest(t, ctx, "GET", "https://api.example.com/v1", nil))
+		t.Run(tt.name, func(t *testing.T) { checkWaitMustFit(t, tt) })
+	}
+}
 
-			assertWaits(t, tt.wantWaits, clk.Waits())
-			assert.Equal(t, len(tt.replies), script.Len(), "tries")
-			if budget != nil {
-				assert.Equal(t, tt.wantWaited, budget.Waited(), "charged to the Budget")
-			}
-			if tt.wantStatus != 0 {
-				require.NoError(t, err)
-				resp.Body.Close()
-				assert.Equal(t, tt.wantStatus, resp.StatusCode)
-				return
-			}
-			require.Nil(t, resp, "a response and an error")
-			var e *Error
-			require.ErrorAs(t, err, &e)
-			assert.Equal(t, tt.wantReason, e.Reason)
-			assert.Equal(t, tt.wantLimited, errors.Is(err, ErrRateLimited), "errors.Is(%v, ErrRateLimited)", err)
-			if tt.wantLimited && last != nil {
-				assert.EqualValues(t, 1, last.closed.Load(), "times the rate-limited response's body was closed")
-			}
-		})
+func checkWaitMustFit(t *testing.T, tt waitMustFitTest) {
+	clk := retryhttptest.NewClock()
+	var budget *Budget
+	switch {
+	case tt.budget > 0:
+		budget = NewBudget(tt.budget)
+	case tt.budget < 0:
+		budget = NewBudget(0)
+	}
+	ctx := WithBudget(context.Background(), budget)
+	if tt.deadline > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = clk.WithTimeout(ctx, tt.deadline)
+		defer cancel()
+	}
+	var last *trackedBody // the last response's body
+	script := retryhttptest.NewScript(tt.replies...).WithClock(clk)
+	base := &spy{script: script, edit: func(_ int, resp *http.Response) {
+		last = &trackedBody{r: resp.Body}
+		resp.Body = last
+	}}
+	tr := New(base, WithClock(clk), WithBackoff(noJitter))
+	resp, err := tr.RoundTrip(newRequest(t, ctx, "GET", "https://api.example.com/v1", nil))
+
+	assertWaits(t, tt.wantWaits, clk.Waits())
+	assert.Equal(t, len(tt.replies), script.Len(), "tries")
+	if budget != nil {
+		assert.Equal(t, tt.wantWaited, budget.Waited(), "charged to the Budget")
+	}
+	if tt.wantStatus != 0 {
+		require.NoError(t, err)
+		resp.Body.Close()
+		assert.Equal(t, tt.wantStatus, resp.StatusCode)
+		return
+	}
+	require.Nil(t, resp, "a response and an error")
+	var e *Error
+	require.ErrorAs(t, err, &e)
+	assert.Equal(t, tt.wantReason, e.Reason)
+	assert.Equal(t, tt.wantLimited, errors.Is(err, ErrRateLimited), "errors.Is(%v, ErrRateLimited)", err)
+	if tt.wantLimited && last != nil {
+		assert.EqualValues(t, 1, last.closed.Load(), "times the rate-limited response's body was closed")
 	}
 }
 

@@ -231,52 +231,57 @@ func TestClassifyPinsTexts(t *testing.T) {
 		{"the server wants a client certificate (TLS 1.3 alert)", mtlsClient, func() *http.Request { return newReq("GET", mtls.URL, "", -1, nil) },
 			"remote error: tls: certificate required"},
 	} {
-		t.Run(tc.name, func(t *testing.T) {
-			base := tc.client.Transport
-			// net/http, alone: the error and its text. Now and then (under
-			// -race mostly) net/http reports a request it refused as a read
-			// on the connection it closed for it (net.ErrClosed): a Transient
-			// error, not the one pinned here; provoke it again then.
-			var err error
-			for range 5 {
-				var resp *http.Response
-				if resp, err = base.RoundTrip(tc.req()); resp != nil {
-					resp.Body.Close()
-				}
-				if !errors.Is(err, net.ErrClosed) {
-					break
-				}
-			}
-			require.Error(t, err, "net/http no longer refuses this request")
-			assert.Contains(t, err.Error(), tc.text, "net/http's text changed: update classify.go")
-			assert.Equal(t, Permanent, Classify(tc.req(), nil, err))
-
-			// Through the transport: one try, the error unchanged. (Compared
-			// with the error of the same try: net/http's text for the TLS
-			// alert varies from one connection to the next.)
-			var (
-				tries []error
-				got   error
-			)
-			counted := roundTripperFunc(func(r *http.Request) (*http.Response, error) {
-				resp, err := base.RoundTrip(r)
-				tries = append(tries, err)
-				return resp, err
-			})
-			for range 5 {
-				tries = nil
-				var resp *http.Response
-				if resp, got = New(counted, WithBackoff(Backoff{})).RoundTrip(tc.req()); resp != nil {
-					resp.Body.Close()
-				}
-				if len(tries) == 0 || !errors.Is(tries[0], net.ErrClosed) {
-					break // as above: a closed connection on the first try is net/http's race
-				}
-			}
-			require.Len(t, tries, 1, "tries")
-			assert.Equal(t, tries[0], got, "the first try's Permanent error comes back unchanged")
-		})
+		t.Run(tc.name, func(t *testing.T) { checkPinned(t, tc.client.Transport, tc.req, tc.text) })
 	}
+}
+
+// checkPinned sends newReq's request over base, first alone and then through
+// the transport: net/http refuses it with text, Classify says Permanent, and
+// the transport sends it once and returns the error unchanged.
+func checkPinned(t *testing.T, base http.RoundTripper, newReq func() *http.Request, text string) {
+	t.Helper()
+	// net/http, alone: the error and its text. Now and then (under
+	// -race mostly) net/http reports a request it refused as a read
+	// on the connection it closed for it (net.ErrClosed): a Transient
+	// error, not the one pinned here; provoke it again then.
+	var err error
+	for range 5 {
+		var resp *http.Response
+		if resp, err = base.RoundTrip(newReq()); resp != nil {
+			resp.Body.Close()
+		}
+		if !errors.Is(err, net.ErrClosed) {
+			break
+		}
+	}
+	require.Error(t, err, "net/http no longer refuses this request")
+	assert.Contains(t, err.Error(), text, "net/http's text changed: update classify.go")
+	assert.Equal(t, Permanent, Classify(newReq(), nil, err))
+
+	// Through the transport: one try, the error unchanged. (Compared
+	// with the error of the same try: net/http's text for the TLS
+	// alert varies from one connection to the next.)
+	var (
+		tries []error
+		got   error
+	)
+	counted := roundTripperFunc(func(r *http.Request) (*http.Response, error) {
+		resp, err := base.RoundTrip(r)
+		tries = append(tries, err)
+		return resp, err
+	})
+	for range 5 {
+		tries = nil
+		var resp *http.Response
+		if resp, got = New(counted, WithBackoff(Backoff{})).RoundTrip(newReq()); resp != nil {
+			resp.Body.Close()
+		}
+		if len(tries) == 0 || !errors.Is(tries[0], net.ErrClosed) {
+			break // as above: a closed connection on the first try is net/http's race
+		}
+	}
+	require.Len(t, tries, 1, "tries")
+	assert.Equal(t, tries[0], got, "the first try's Permanent error comes back unchanged")
 }
 
 // TestSchemeMismatch: an https:// URL answered in plain HTTP is Permanent

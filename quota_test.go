@@ -18,87 +18,94 @@ import (
 // Tests of Quota (R12): a token bucket shared across requests that keeps
 // retries from multiplying an outage.
 
+// quotaStep is a try recorded, and what the Quota says after it.
+type quotaStep struct {
+	class      Class
+	wantTokens float64
+	wantRetry  bool
+}
+
+// quotaTest is a row of TestQuotaAccounting: a Quota and the tries it sees.
+type quotaTest struct {
+	name       string
+	max, ratio float64
+	wantStart  float64
+	steps      []quotaStep
+}
+
+var quotaTests = []quotaTest{
+	{
+		name: "failures take one, others add ratio, retry while above half",
+		max:  4, ratio: 0.5, wantStart: 4,
+		steps: []quotaStep{
+			{Transient, 3, true},
+			{Transient, 2, false}, // 2 is not above 4/2
+			{Permanent, 2.5, true},
+			{Throttled, 1.5, false}, // a 429 takes a token too
+			{Permanent, 2, false},
+			{Permanent, 2.5, true},
+		},
+	},
+	{
+		name: "never below zero",
+		max:  2, ratio: 0.5, wantStart: 2,
+		steps: []quotaStep{
+			{Transient, 1, false},
+			{Transient, 0, false},
+			{Throttled, 0, false},
+			{Permanent, 0.5, false},
+		},
+	},
+	{
+		name: "refills up to max and no further",
+		max:  4, ratio: 0.5, wantStart: 4,
+		steps: []quotaStep{
+			{Permanent, 4, true},
+			{Transient, 3, true},
+			{Permanent, 3.5, true},
+			{Permanent, 4, true},
+			{Permanent, 4, true},
+		},
+	},
+	{
+		name: "ratio 0 never refills",
+		max:  4, ratio: 0, wantStart: 4,
+		steps: []quotaStep{{Transient, 3, true}, {Transient, 2, false}, {Permanent, 2, false}, {Permanent, 2, false}},
+	},
+	{
+		name: "negative ratio counts as 0",
+		max:  4, ratio: -1, wantStart: 4,
+		steps: []quotaStep{{Transient, 3, true}, {Permanent, 3, true}},
+	},
+	{
+		name: "NaN ratio counts as 0",
+		max:  4, ratio: math.NaN(), wantStart: 4,
+		steps: []quotaStep{{Transient, 3, true}, {Permanent, 3, true}},
+	},
+	{
+		name: "maxTokens 0 refuses every retry",
+		max:  0, ratio: 1, wantStart: 0,
+		steps: []quotaStep{{Permanent, 0, false}, {Transient, 0, false}, {Permanent, 0, false}},
+	},
+	{
+		name: "negative maxTokens refuses every retry",
+		max:  -3, ratio: 1, wantStart: 0,
+		steps: []quotaStep{{Permanent, 0, false}, {Throttled, 0, false}},
+	},
+	{
+		name: "NaN maxTokens refuses every retry",
+		max:  math.NaN(), ratio: 1, wantStart: 0,
+		steps: []quotaStep{{Transient, 0, false}},
+	},
+	{
+		name: "+Inf maxTokens always allows",
+		max:  math.Inf(1), ratio: 1, wantStart: math.MaxFloat64,
+		steps: []quotaStep{{Transient, math.MaxFloat64, true}, {Permanent, math.MaxFloat64, true}},
+	},
+}
+
 func TestQuotaAccounting(t *testing.T) {
-	type step struct {
-		class      Class
-		wantTokens float64
-		wantRetry  bool
-	}
-	for _, tc := range []struct {
-		name       string
-		max, ratio float64
-		wantStart  float64
-		steps      []step
-	}{
-		{
-			name: "failures take one, others add ratio, retry while above half",
-			max:  4, ratio: 0.5, wantStart: 4,
-			steps: []step{
-				{Transient, 3, true},
-				{Transient, 2, false}, // 2 is not above 4/2
-				{Permanent, 2.5, true},
-				{Throttled, 1.5, false}, // a 429 takes a token too
-				{Permanent, 2, false},
-				{Permanent, 2.5, true},
-			},
-		},
-		{
-			name: "never below zero",
-			max:  2, ratio: 0.5, wantStart: 2,
-			steps: []step{
-				{Transient, 1, false},
-				{Transient, 0, false},
-				{Throttled, 0, false},
-				{Permanent, 0.5, false},
-			},
-		},
-		{
-			name: "refills up to max and no further",
-			max:  4, ratio: 0.5, wantStart: 4,
-			steps: []step{
-				{Permanent, 4, true},
-				{Transient, 3, true},
-				{Permanent, 3.5, true},
-				{Permanent, 4, true},
-				{Permanent, 4, true},
-			},
-		},
-		{
-			name: "ratio 0 never refills",
-			max:  4, ratio: 0, wantStart: 4,
-			steps: []step{{Transient, 3, true}, {Transient, 2, false}, {Permanent, 2, false}, {Permanent, 2, false}},
-		},
-		{
-			name: "negative ratio counts as 0",
-			max:  4, ratio: -1, wantStart: 4,
-			steps: []step{{Transient, 3, true}, {Permanent, 3, true}},
-		},
-		{
-			name: "NaN ratio counts as 0",
-			max:  4, ratio: math.NaN(), wantStart: 4,
-			steps: []step{{Transient, 3, true}, {Permanent, 3, true}},
-		},
-		{
-			name: "maxTokens 0 refuses every retry",
-			max:  0, ratio: 1, wantStart: 0,
-			steps: []step{{Permanent, 0, false}, {Transient, 0, false}, {Permanent, 0, false}},
-		},
-		{
-			name: "negative maxTokens refuses every retry",
-			max:  -3, ratio: 1, wantStart: 0,
-			steps: []step{{Permanent, 0, false}, {Throttled, 0, false}},
-		},
-		{
-			name: "NaN maxTokens refuses every retry",
-			max:  math.NaN(), ratio: 1, wantStart: 0,
-			steps: []step{{Transient, 0, false}},
-		},
-		{
-			name: "+Inf maxTokens always allows",
-			max:  math.Inf(1), ratio: 1, wantStart: math.MaxFloat64,
-			steps: []step{{Transient, math.MaxFloat64, true}, {Permanent, math.MaxFloat64, true}},
-		},
-	} {
+	for _, tc := range quotaTests {
 		t.Run(tc.name, func(t *testing.T) {
 			q := NewQuota(tc.max, tc.ratio)
 			require.Equal(t, tc.wantStart, q.left(), "NewQuota(%v, %v): tokens at the start", tc.max, tc.ratio)

@@ -100,11 +100,24 @@ func (e *secVerbose) Format(s fmt.State, verb rune) {
 }
 func (e *secVerbose) Unwrap() error { return syscall.ECONNRESET }
 
+// secStep answers a try of TestSecretsNeverWritten.
+type secStep = func(clk *retryhttptest.Clock, r *http.Request) (*http.Response, error)
+
+// secretsTest is a row of TestSecretsNeverWritten.
+type secretsTest struct {
+	name   string
+	step   secStep // every try
+	opts   []Option
+	budget bool
+	cancel bool  // the caller cancels during the first wait
+	wantIs error // what RoundTrip's error must still match
+}
+
 // TestSecretsNeverWritten: every try of a call gets the same answer from a
 // base that echoes what it was sent (which a Script cannot do) into its
 // errors.
 func TestSecretsNeverWritten(t *testing.T) {
-	type step = func(clk *retryhttptest.Clock, r *http.Request) (*http.Response, error)
+	type step = secStep
 	resp := func(code int) step {
 		return func(*retryhttptest.Clock, *http.Request) (*http.Response, error) {
 			return respond(code, secRespBody, "Set-Cookie", secCookie, "X-Request-Echo", secAuth), nil
@@ -113,14 +126,7 @@ func TestSecretsNeverWritten(t *testing.T) {
 	full := func(_ *retryhttptest.Clock, r *http.Request) (*http.Response, error) {
 		return secURLError("", syscall.ECONNRESET)(r)
 	}
-	for _, tc := range []struct {
-		name   string
-		step   step // every try
-		opts   []Option
-		budget bool
-		cancel bool  // the caller cancels during the first wait
-		wantIs error // what RoundTrip's error must still match
-	}{
+	for _, tc := range []secretsTest{
 		{name: "503 with secrets in body and headers", step: resp(503)},
 		{name: "*url.Error with the full URL", step: full, wantIs: syscall.ECONNRESET},
 		{name: "*url.Error with the URL's Redacted form", wantIs: syscall.ECONNRESET,
@@ -150,48 +156,52 @@ func TestSecretsNeverWritten(t *testing.T) {
 			}},
 		{name: "quota refuses", step: full, opts: []Option{WithQuota(NewQuota(0, 0))}, wantIs: syscall.ECONNRESET},
 	} {
-		t.Run(tc.name, func(t *testing.T) {
-			clk := retryhttptest.NewClock()
-			base := roundTripperFunc(func(r *http.Request) (*http.Response, error) { return tc.step(clk, r) })
-			log, logs := logSink()
-			var seen ttAttempts
-			tr := New(base, append([]Option{WithClock(clk), WithBackoff(noJitter), WithLogger(log), WithObserver(seen.observe)}, tc.opts...)...)
-			ctx, cancel := context.WithCancel(context.Background())
-			defer cancel()
-			if tc.budget {
-				ctx = WithBudget(ctx, NewBudget(PublicTierMaxWait))
-			}
-			if tc.cancel {
-				clk.AfterFunc(time.Millisecond, cancel) // a millisecond into the first wait
-			}
-			resp, err := tr.RoundTrip(secRequest(t, ctx))
-			if resp != nil {
-				resp.Body.Close()
-			}
+		t.Run(tc.name, func(t *testing.T) { checkSecretsNeverWritten(t, tc) })
+	}
+}
 
-			entries := secLogs(t, logs)
-			require.NotEmpty(t, entries, "log entries: at least a give-up")
-			for i, e := range entries {
-				secCheck(t, fmt.Sprintf("log entry %d", i+1), e)
-				assert.Contains(t, e, `"url":"`+secSafeURL+`"`, "log entry %d: the url field", i+1)
-			}
-			attempts := seen.list()
-			require.NotEmpty(t, attempts, "the observer's attempts")
-			for _, a := range attempts {
-				where := fmt.Sprintf("Attempt %d", a.Try)
-				assert.Equal(t, secSafeURL, a.URL, where)
-				secCheck(t, where+" Method", a.Method)
-				if a.Err != nil {
-					secCheck(t, where+" Err", a.Err.Error())
-				}
-			}
-			if err != nil {
-				secCheck(t, "RoundTrip's error", err.Error())
-			}
-			if tc.wantIs != nil {
-				assert.ErrorIs(t, err, tc.wantIs, "scrubbing must keep the chain")
-			}
-		})
+// checkSecretsNeverWritten runs tc's call and looks for a secret in
+// every log entry, Attempt and error it leaves.
+func checkSecretsNeverWritten(t *testing.T, tc secretsTest) {
+	clk := retryhttptest.NewClock()
+	base := roundTripperFunc(func(r *http.Request) (*http.Response, error) { return tc.step(clk, r) })
+	log, logs := logSink()
+	var seen ttAttempts
+	tr := New(base, append([]Option{WithClock(clk), WithBackoff(noJitter), WithLogger(log), WithObserver(seen.observe)}, tc.opts...)...)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	if tc.budget {
+		ctx = WithBudget(ctx, NewBudget(PublicTierMaxWait))
+	}
+	if tc.cancel {
+		clk.AfterFunc(time.Millisecond, cancel) // a millisecond into the first wait
+	}
+	resp, err := tr.RoundTrip(secRequest(t, ctx))
+	if resp != nil {
+		resp.Body.Close()
+	}
+
+	entries := secLogs(t, logs)
+	require.NotEmpty(t, entries, "log entries: at least a give-up")
+	for i, e := range entries {
+		secCheck(t, fmt.Sprintf("log entry %d", i+1), e)
+		assert.Contains(t, e, `"url":"`+secSafeURL+`"`, "log entry %d: the url field", i+1)
+	}
+	attempts := seen.list()
+	require.NotEmpty(t, attempts, "the observer's attempts")
+	for _, a := range attempts {
+		where := fmt.Sprintf("Attempt %d", a.Try)
+		assert.Equal(t, secSafeURL, a.URL, where)
+		secCheck(t, where+" Method", a.Method)
+		if a.Err != nil {
+			secCheck(t, where+" Err", a.Err.Error())
+		}
+	}
+	if err != nil {
+		secCheck(t, "RoundTrip's error", err.Error())
+	}
+	if tc.wantIs != nil {
+		assert.ErrorIs(t, err, tc.wantIs, "scrubbing must keep the chain")
 	}
 }
 
