@@ -130,6 +130,9 @@ func TestClassifyRequest(t *testing.T) {
 		{"file scheme, 503", context.Background(), "file://host/x", respond(503, ""), nil, Permanent},
 		{"upper-case scheme", context.Background(), "HTTPS://api.example.com", nil, boom, Transient},
 		{"http", context.Background(), "http://127.0.0.1:8080/v1", respond(502, ""), nil, Transient},
+		// Neither, or both (a Classifier may be handed what a base returned).
+		{"no response and no error", context.Background(), "https://api.example.com", nil, nil, Permanent},
+		{"a 200 and an error: the error decides", context.Background(), "https://api.example.com", respond(200, ""), boom, Transient},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
