@@ -37,20 +37,16 @@ func (b Backoff) Delay(retry int, random float64) time.Duration {
 	if b.Base <= 0 {
 		return 0
 	}
-	if retry < 1 {
-		retry = 1
-	}
+	retry = max(retry, 1)
 	factor := b.Factor
 	if !(factor >= 1) { // also catches NaN
 		factor = 1
 	}
-	d := float64(b.Base) * math.Pow(factor, float64(retry-1))
-	if b.Max > 0 && d > float64(b.Max) {
-		d = float64(b.Max)
+	d := float64(b.Base) * math.Pow(factor, float64(retry-1)) // never NaN: Base > 0, factor >= 1
+	if b.Max > 0 {
+		d = min(d, float64(b.Max))
 	}
-	if d > float64(maxDuration) { // also +Inf: keeps the jitter step below free of Inf-Inf
-		d = float64(maxDuration)
-	}
+	d = min(d, float64(maxDuration)) // also +Inf: keeps the jitter step below free of Inf-Inf
 	jitter := b.Jitter
 	switch {
 	case !(jitter > 0): // also catches NaN
