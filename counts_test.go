@@ -69,3 +69,25 @@ func TestParseCount(t *testing.T) {
 	assert.True(t, ok)
 	assert.GreaterOrEqual(t, huge, int64(4611686018427387900), "saturated, never wrapped")
 }
+
+// TestResetResolution: a reset's resolution is the unit of its last figure,
+// in every form requestCounts reads (R17).
+func TestResetResolution(t *testing.T) {
+	for _, tc := range []struct {
+		in   string
+		want time.Duration
+	}{
+		{"20ms", time.Millisecond}, {"1.5ms", 100 * time.Microsecond},
+		{"6m0s", time.Second}, {"1.5s", 100 * time.Millisecond}, {"0.25s", 10 * time.Millisecond},
+		{"1h", time.Second}, {"90us", time.Microsecond}, {"1.5µs", 100 * time.Nanosecond},
+		{"2μs", time.Microsecond}, {"5ns", time.Nanosecond},
+		{"30", time.Second}, {"1.5", 100 * time.Millisecond}, {".5", 100 * time.Millisecond},
+		{"0.000000000001", time.Nanosecond}, // below a nanosecond: a nanosecond
+		{"2026-11-30T12:00:01Z", time.Second},
+		{"2026-11-30T12:00:01.5Z", 100 * time.Millisecond},
+		{"2026-11-30T12:00:01.123-05:00", time.Millisecond},
+		{"2026-11-30T12:00:01+01:00", time.Second},
+	} {
+		assert.Equal(t, tc.want, resetResolution(tc.in), "resetResolution(%q)", tc.in)
+	}
+}

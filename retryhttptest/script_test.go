@@ -90,6 +90,13 @@ func TestScriptResponse(t *testing.T) {
 	assert.Equal(t, "2", r.Header.Get("Retry-After"))
 }
 
+// TestStatusWithoutHeaders: a Reply made by Status without headers is the
+// Reply literal, so that a table of them compares as written.
+func TestStatusWithoutHeaders(t *testing.T) {
+	assert.Equal(t, retryhttptest.Reply{Status: 429}, retryhttptest.Status(429))
+	assert.Equal(t, retryhttptest.Reply{Status: 503, Header: http.Header{"Retry-After": {"2"}}}, retryhttptest.Status(503, "Retry-After", "2"))
+}
+
 func TestStatusPanicsOnANameWithoutValue(t *testing.T) {
 	assert.PanicsWithValue(t, `retryhttptest: Status: header "Retry-After" has no value`, func() {
 		//lint:ignore SA5012 the odd count is the point
