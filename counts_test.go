@@ -12,8 +12,9 @@ import (
 
 // TestRequestCountsTwoSets: when a response carries two sets of request
 // counts (R17), the slowest wins: the longest window per request spent, in
-// either order of the sets; a set with nothing spent yet says nothing of the
-// rate, so any set that has spent some wins over it.
+// either order of the sets, and of two as slow the first (OpenAI's, then
+// Anthropic's, then the IETF draft's); a set with nothing spent yet says
+// nothing of the rate, so any set that has spent some wins over it.
 func TestRequestCountsTwoSets(t *testing.T) {
 	openAI := func(limit, remaining, reset string) []string {
 		return []string{"X-Ratelimit-Limit-Requests", limit, "X-Ratelimit-Remaining-Requests", remaining, "X-Ratelimit-Reset-Requests", reset}
@@ -42,6 +43,10 @@ func TestRequestCountsTwoSets(t *testing.T) {
 			counts{limit: 10, remaining: 5, window: 10 * time.Second, res: time.Second, ok: true}},
 		{"some spent, then nothing: the first", append(openAI("10", "5", "10s"), ietf("10", "10", "30")...),
 			counts{limit: 10, remaining: 5, window: 10 * time.Second, res: time.Second, ok: true}},
+		{"as slow, 2 s a request each: the first", append(openAI("10", "5", "10s"), ietf("20", "10", "20")...),
+			counts{limit: 10, remaining: 5, window: 10 * time.Second, res: time.Second, ok: true}},
+		{"as slow, the other way round: the first", append(openAI("20", "10", "20s"), ietf("10", "5", "10")...),
+			counts{limit: 20, remaining: 10, window: 20 * time.Second, res: time.Second, ok: true}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			assert.Equal(t, tc.want, requestCounts(headerOf(tc.h...), epoch))
