@@ -315,8 +315,9 @@ func cutUnquoted(s string, sep byte) (before, after string) {
 // x-ratelimit-{limit,remaining,reset}-requests, Anthropic's
 // anthropic-ratelimit-requests-{limit,remaining,reset} and the IETF draft's
 // RateLimit-{Limit,Remaining,Reset}; token limits are left out, as they do
-// not count requests. When more than one is given, the slowest wins (of two as slow, the first named here). A count
-// that is negative (Azure's -1) or does not parse leaves its set out.
+// not count requests. When more than one is given, the slowest wins (of two
+// as slow, the first named here). A count that is negative (Azure's -1) or
+// does not parse leaves its set out.
 func requestCounts(h http.Header, now time.Time) counts {
 	var best counts
 	for _, s := range countSets {
