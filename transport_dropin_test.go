@@ -165,8 +165,14 @@ func TestConcurrentUse(t *testing.T) {
 }
 
 // TestCallNumbersUnique: the sharded call counter never hands out one number
-// twice, from many goroutines at once.
+// twice, from many goroutines at once, and its numbers start small: each
+// shard's first is its index plus one, so a fresh counter's first number is
+// between 1 and the number of shards.
 func TestCallNumbersUnique(t *testing.T) {
+	for range 50 {
+		first := new(callNumbers).next()
+		require.True(t, first >= 1 && first <= callShards, "a fresh counter's first number: %d", first)
+	}
 	var c callNumbers
 	const goroutines, each = 8, 2000
 	got := make(chan uint64, goroutines*each)
