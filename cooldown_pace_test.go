@@ -106,10 +106,21 @@ func (s *sendLog) add(r *http.Request) {
 // them all.
 func callsInOrder(t *testing.T, tr http.RoundTripper, n int) {
 	t.Helper()
+	starts := make([]time.Duration, n)
+	for i := range starts {
+		starts[i] = time.Duration(i) * time.Millisecond
+	}
+	callsAt(t, tr, starts...)
+}
+
+// callsAt makes call i at starts[i] of real time, named i in X-Call, and
+// waits for them all.
+func callsAt(t *testing.T, tr http.RoundTripper, starts ...time.Duration) {
+	t.Helper()
 	var wg sync.WaitGroup
-	for i := range n {
+	for i, at := range starts {
 		wg.Go(func() {
-			time.Sleep(time.Duration(i) * time.Millisecond)
+			time.Sleep(at)
 			req := getReq(context.Background())
 			req.Header.Set("X-Call", strconv.Itoa(i))
 			resp, err := tr.RoundTrip(req)
@@ -249,19 +260,7 @@ func TestCooldownPacesTheCallThatArmedIt(t *testing.T) {
 			return respond(200, "ok"), nil
 		})
 		tr := New(base, WithCooldown(cd), WithBackoff(Backoff{Base: time.Millisecond, Factor: 1}))
-		var wg sync.WaitGroup
-		for i, at := range []time.Duration{0, 500 * time.Microsecond} {
-			wg.Go(func() {
-				time.Sleep(at)
-				req := getReq(context.Background())
-				req.Header.Set("X-Call", strconv.Itoa(i))
-				resp, err := tr.RoundTrip(req)
-				if assert.NoError(t, err) {
-					resp.Body.Close()
-				}
-			})
-		}
-		wg.Wait()
+		callsAt(t, tr, 0, 500*time.Microsecond)
 		require.Equal(t, []string{"0", "1", "0"}, log.calls)
 		assert.GreaterOrEqual(t, log.at[2]-log.at[1], 100*time.Millisecond, "call 0's retry waited for the slot after call 1's")
 	})
