@@ -104,8 +104,16 @@ func TestWaitMustFit(t *testing.T) {
 			budget: -1, replies: replies{reply(503)}, wantStatus: 503},
 		{name: "budget with no room: 429 fails fast",
 			budget: -1, replies: replies{reply(429)}, wantReason: OutOfTime, wantLimited: true},
-		{name: "no budget: 429 with a huge Retry-After is still waited",
-			replies: replies{reply(429, "Retry-After", "3600"), reply(200)}, wantWaits: []time.Duration{time.Hour}, wantStatus: 200},
+		{name: "no budget: 429 with a long Retry-After is still waited",
+			replies: replies{reply(429, "Retry-After", "299"), reply(200)}, wantWaits: []time.Duration{299 * time.Second}, wantStatus: 200},
+		// Issue 21: no single wait of DefaultMaxWait or more is slept; the
+		// response is handed back at once, as one that does not fit.
+		{name: "no budget: a Retry-After of DefaultMaxWait is handed back",
+			replies: replies{reply(429, "Retry-After", "300")}, wantStatus: 429},
+		{name: "no budget: a Retry-After of 31.7 years is handed back",
+			replies: replies{reply(429, "Retry-After", "1000000000")}, wantStatus: 429},
+		{name: "budget: a Retry-After past DefaultMaxWait fails fast",
+			budget: time.Hour, replies: replies{reply(429, "Retry-After", "1000000000")}, wantReason: OutOfTime, wantLimited: true},
 		{name: "budget and deadline: the deadline is the smaller",
 			budget: 10 * time.Second, deadline: 3 * time.Second, replies: replies{reply(429, "Retry-After", "5")}, wantReason: OutOfTime, wantLimited: true},
 		{name: "budget and deadline: transport error that does not fit",

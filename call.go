@@ -24,9 +24,11 @@ type call struct {
 	number     uint64          // Attempt.Call; 0 without an Observer
 	first      tried           // the first try, when RoundTrip already made it (hasFirst)
 	hasFirst   bool
-	p          progress // what an *Error reports
-	redacted   string   // scheme://host/path for the Observer, made once
-	r          round    // the try under way
+	p          progress          // what an *Error reports
+	redacted   string            // scheme://host/path for the Observer, made once
+	r          round             // the try under way
+	cost       [numLanes]float64 // what the call costs on each lane of a Cooldown (R23), when hasCosts
+	hasCosts   bool
 }
 
 // round is one try: what it was sent after, what came back, what the
@@ -38,6 +40,9 @@ type round struct {
 	held    time.Duration // waited for the Cooldown just before this try
 	slotted time.Time     // when the Cooldown gave this try its slot; zero when it gave none
 	sent    time.Time     // when the Cooldown let this try go; zero when it did not pace it
+	tk      ticket        // its slot, when paced
+	paced   bool
+	limits  laneMask // the limit a 429's error body names (R23)
 	resp    *http.Response
 	err     error
 	class   Class
@@ -132,8 +137,13 @@ func (c *call) readAsk() {
 		ahead := startReadAhead(r.resp.Body, true)
 		r.resp.Body = ahead
 		ahead.wait(c.ctx, bodyTimeout)
-		hint := ParseErrorBody(errorBody(r.resp.Header, ahead.bytes()))
-		if hint.Exhausted {
+		body := errorBody(r.resp.Header, ahead.bytes())
+		hint := ParseErrorBody(body)
+		var tooLarge bool
+		if r.status == http.StatusTooManyRequests || r.class == Throttled {
+			r.limits, tooLarge = bodyLimits(body)
+		}
+		if hint.Exhausted || tooLarge {
 			r.class = Permanent
 		} else if hint.RetryAfter > 0 && (!r.hasAsk || hint.RetryAfter >= r.ask) {
 			r.ask, r.hasAsk, r.inBody = hint.RetryAfter, true, true
@@ -154,7 +164,7 @@ func (c *call) decide() {
 	r := &c.r
 	s := situation{
 		class: r.class, try: r.try, maxRetries: c.cfg.maxRetries, replayable: c.replayable, quotaOK: r.quotaOK,
-		ask: r.ask, hasAsk: r.hasAsk, left: maxDuration, budget: c.budget != nil,
+		ask: r.ask, hasAsk: r.hasAsk, left: maxDuration, budget: c.budget != nil, maxWait: c.cfg.maxWait,
 	}
 	var untilDeadline time.Duration
 	if r.class != Permanent && r.try <= c.cfg.maxRetries && c.replayable && r.quotaOK {

@@ -1,9 +1,12 @@
 package retryhttp
 
 import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"io"
 	"maps"
 	"net/http"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -17,38 +20,35 @@ import (
 // wait"), so the other calls to that provider hold too instead of each
 // collecting its own 429 (R17).
 //
-// It keeps, per key, until when the provider asked clients not to come back,
-// and how fast to send once it has limited them. The key is by default the
+// It keeps, per key, a lane per limit the provider states (requests, and
+// tokens: R23): until when the provider asked clients not to come back, and
+// how fast to send once it has limited them. The key is by default the
 // request URL's scheme://host, lowercased; NewCooldown takes any other (per
 // model, per API key, ...).
 //
 // The hold. The server's ask (Retry-After, retry-after-ms, or a body's
-// retryDelay) on a failed try holds every call to the key, forward only,
-// for all of it when it is longer than the resolution of its form:
-// Retry-After: 20 holds every call 20 s, and retry-after-ms: 20 holds every
-// call 20 ms. An ask within one resolution (a whole-second Retry-After: 1
-// may mean a millisecond) holds only the call that got it, which never
-// retries before its ask ends; the others go at the paced rate. An exhausted
-// rate limit's reset (ParseRateLimitReset), on any answer the Cooldown
-// reads, holds every call until the limit may be back: a reset written to
-// the second, until a second before it; in that last second the calls go
-// at the paced rate. A reset runs from when the try was sent, when the
-// Cooldown paced it: a provider counts a request as it admits it, so the
-// counts on a slow answer are as old as the answer is slow. A hold armed
-// while sends wait for their slots moves them on, in their order and
-// spacing, so that they do not all go the instant it ends.
+// retryDelay) on a failed try holds every call to the limit it is about,
+// forward only, for all of it when it is longer than the resolution of its
+// form: Retry-After: 20 holds every call 20 s. An ask within one resolution
+// (a whole-second Retry-After: 1 may mean a millisecond) holds only the call
+// that got it, which never retries before its ask ends. An exhausted limit's
+// reset (ParseRateLimitReset) holds every call until the limit may be back
+// (a second before a whole-second reset), where the provider states no
+// bucket to wait in. A hold armed while sends wait for their slots moves
+// them on in their order and spacing. No hold is longer than DefaultMaxWait:
+// a provider that asks for more has every call fail at once meanwhile.
 //
-// The pace. A key that the provider limits (a 429, a Throttled try, or a
-// failed try with an ask) is paced from then on: its calls send one at a
-// time, first come first served (a retry goes before the calls waiting:
-// theirs wait a slot more), at the provider's rate. The rate is the
-// provider's word when it gives its counts at a useful resolution
-// (x-ratelimit-limit/remaining/reset-requests, the anthropic-ratelimit-
-// requests- and IETF RateLimit- equivalents: limit − remaining requests in
-// the reset window); otherwise it is learned: it grows with each success
-// (by 2% until the first 429, then by 0.05%) and a 429 to a send paced at
-// the current rate cuts it by 15% and pauses the key four slots. A key not limited for 5 s, with nobody waiting,
-// flows freely again.
+// The pace. A lane the provider limits (a 429 about it, or a failed try
+// with an ask) is paced from then on, and so is one whose counts it states
+// on the answers of a watched key: each send takes the next slot of every
+// lane it counts against, first come first served (a retry goes before the
+// calls waiting), when each lane's bucket covers its cost: one request, and
+// its tokens (WithTokens, else EstimateTokens) on a token lane. The rate is
+// the provider's word when it gives its counts at a useful resolution
+// (limit − remaining in the reset window; the count also sets the bucket and
+// corrects the schedule); otherwise it is learned, growing with each success
+// and cut by a 429 to a send paced at it. A 429 cuts or holds only the limit
+// it hit. A key not limited for 5 s, with nobody waiting, flows freely again.
 //
 // Every wait a Cooldown imposes, hold or slot, is known when it starts and is
 // a wait like any other: it must fit the deadline and the Budget, it is
@@ -56,20 +56,27 @@ import (
 // that does not fit sends nothing: the call fails at once with
 // ErrRateLimited. No call ever waits for another call's answer.
 //
-// What it costs. A call to a key that is not paced or held pays a map lookup
-// (one atomic load when no key is); its success is handed back unread, so a
-// first try costs what it costs without a Cooldown (R16). Only the answers to
-// a key the Cooldown watches, and every failed try, are read for it.
+// What it costs. A call to a key that is not watched pays a map lookup (one
+// atomic load when no key is); its success is handed back unread and its
+// cost is not estimated, so a first try costs what it costs without a
+// Cooldown (R16). Only the answers to a key the Cooldown watches, and every
+// failed try, are read for it.
 //
-// The zero Cooldown is not usable; make one with NewCooldown. A Cooldown is
-// safe for concurrent use by multiple goroutines. Transports sharing a
-// Cooldown should share one clock: its times are read on the clock of the
-// first Transport made with it. Memory stays bounded: a key goes when it has
-// nothing left to say, and at most 4096 keys are watched at once (a signal
-// for another key is then ignored).
+// Its state is kept by a Store: the process's own by default, or one shared
+// with other processes (WithStore, R24). The zero Cooldown is not usable;
+// make one with NewCooldown. A Cooldown is safe for concurrent use by
+// multiple goroutines. Transports sharing a Cooldown should share one clock:
+// its times are read on the clock of the first Transport made with it.
+// Memory stays bounded: a key goes when it has nothing left to say, at most
+// 4096 keys are watched at once (a signal for another key is then ignored),
+// and a key longer than 256 bytes is kept by its SHA-256.
 type Cooldown struct {
 	key   func(*http.Request) string
 	clock atomic.Pointer[clock.Clock] // bound by the first Transport (New)
+
+	store  Store     // WithStore's, or mem
+	mem    *memStore // the in-process default; nil with WithStore
+	shared bool      // store is WithStore's: another clock, and news wait for the next take (R24)
 
 	// watched is the set of keys, copied on write: a call reads it with one
 	// atomic load and no lock (R16), and it changes only when a key is
@@ -80,6 +87,22 @@ type Cooldown struct {
 	// fullSweep is when a new key last found the map full and looked for
 	// room; mu is held.
 	fullSweep time.Time
+}
+
+// A CooldownOption configures a Cooldown in NewCooldown.
+type CooldownOption func(*cooldownConfig)
+
+type cooldownConfig struct {
+	store Store
+}
+
+// WithStore makes the Cooldown keep its state in s, shared with every
+// process whose Cooldown has a Store on the same backend (R24:
+// retryredis.NewStore keeps it on Redis). The default, and nil, keeps it in
+// the process. When s fails (an error, or no answer within its bound), the
+// call goes on with what the process knows: a Store never fails a call.
+func WithStore(s Store) CooldownOption {
+	return func(c *cooldownConfig) { c.store = s }
 }
 
 // watchSet is the watched keys. lens has bit n%64 set for each key n
@@ -100,25 +123,54 @@ func newWatchSet(m map[string]*cooling) *watchSet {
 	return ws
 }
 
-// cooling is one watched key.
+// cooling is one watched key: its state as last heard from the Store, on
+// the Cooldown's clock (the process's own when the Store fails), and the
+// news of its answers not yet worth a round trip to a shared Store.
 type cooling struct {
-	mu   sync.Mutex
-	lane lane
+	key     string
+	mu      sync.Mutex
+	st      StoreState
+	gone    bool        // swept: an answer heard later goes to the key's new entry (issue 21)
+	armedAt time.Time   // a key armed is kept quietAfter at least
+	pending []pendingOp // sent with the next take (R24: a paced send costs one round trip)
 }
 
-// maxCoolingKeys bounds the memory of a Cooldown.
-const maxCoolingKeys = 4096
+const (
+	maxCoolingKeys = 4096 // bounds the memory of a Cooldown
+	// maxKeyLen bounds a key's bytes: a longer one is kept as its SHA-256
+	// ("sha256:" and 64 hex digits), so that 4096 keys of 64 KiB (issue
+	// 21: 288 MiB) cost what 4096 short ones do.
+	maxKeyLen = 256
+	hashedLen = len("sha256:") + 2*sha256.Size
+	// sweepEvery is how often, in real time, the keys are looked over for
+	// one that has gone quiet, while any is watched.
+	sweepEvery = time.Second
+	// maxPending bounds the news kept for the next take.
+	maxPending = 32
+)
 
-// sweepEvery is how often, in real time, the keys are looked over for one
-// that has gone quiet, while any is watched.
-const sweepEvery = time.Second
-
-// NewCooldown returns a Cooldown with nothing cooling. key maps a request (the
-// caller's, with its context) to the provider limit it counts against; nil
-// means the request URL's scheme://host, lowercased. A key function that
-// returns "" leaves that request out: it neither holds nor arms.
-func NewCooldown(key func(*http.Request) string) *Cooldown {
-	return &Cooldown{key: key}
+// NewCooldown returns a Cooldown with nothing cooling. key maps a request
+// (the caller's, with its context) to the provider limit it counts
+// against; nil means the request URL's scheme://host, lowercased. A key
+// function that returns "" leaves that request out: it neither holds nor
+// arms. A key function that panics has the call's response and bodies
+// closed before the panic goes on up, as an Observer's (R15). Nil options
+// are ignored.
+func NewCooldown(key func(*http.Request) string, opts ...CooldownOption) *Cooldown {
+	var cfg cooldownConfig
+	for _, opt := range opts {
+		if opt != nil {
+			opt(&cfg)
+		}
+	}
+	c := &Cooldown{key: key, store: cfg.store, shared: cfg.store != nil}
+	if !c.shared {
+		c.mem = newMemStore(c.now)
+		c.store = c.mem
+		return c
+	}
+	c.store.Listen(c.heardElsewhere)
+	return c
 }
 
 // WithCooldown makes every call hold and pace while its key is cooling, and
@@ -129,27 +181,50 @@ func WithCooldown(c *Cooldown) Option {
 	return func(cfg *config) { cfg.cooldown = c }
 }
 
-// Until returns the end of key's hold: the zero Time when key is not held
-// (never limited, its hold is over, or it is only paced).
+// Until returns the end of key's hold (the latest of its lanes'): the zero
+// Time when key is not held (never limited, its hold is over, or it is only
+// paced).
 func (c *Cooldown) Until(key string) time.Time {
 	if c == nil {
 		return time.Time{}
 	}
-	ws := c.watched.Load()
-	if ws == nil {
-		return time.Time{}
-	}
-	e := ws.m[key]
+	e := c.entry(boundKey(key))
 	if e == nil {
 		return time.Time{}
 	}
 	now := c.now()
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	if e.lane.until.After(now) {
-		return e.lane.until
+	var u time.Time
+	for l := range e.st.Lanes {
+		if until := e.st.Lanes[l].Until; until.After(now) {
+			u = later(u, until)
+		}
 	}
-	return time.Time{}
+	return u
+}
+
+// Reset forgets every key: what the Cooldown heard, held and paced. A table
+// test that shares one Cooldown across its rows calls it before each row,
+// so that a row's 429 does not hold the next (issue 21). With WithStore,
+// the shared Store's keys are left as they are (they expire).
+func (c *Cooldown) Reset() {
+	if c == nil {
+		return
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if ws := c.watched.Load(); ws != nil {
+		for _, e := range ws.m {
+			e.mu.Lock()
+			e.gone = true
+			e.mu.Unlock()
+		}
+	}
+	c.watched.Store(nil)
+	if c.mem != nil {
+		c.mem.reset()
+	}
 }
 
 // bind gives c the clock of the first Transport made with it.
@@ -164,33 +239,72 @@ func (c *Cooldown) now() time.Time {
 	return time.Now()
 }
 
+// entry returns key's entry, nil when it is not watched.
+func (c *Cooldown) entry(key string) *cooling {
+	if ws := c.watched.Load(); ws != nil {
+		return ws.m[key]
+	}
+	return nil
+}
+
 // find returns the watched entry of req's key, nil when its key is not
 // watched or is "". With the default key it allocates nothing: the key is
 // built on the stack, and a map index by string(bytes) does not copy; and
 // it is built only when a watched key has its length (lowercasing keeps
-// it).
-func (c *Cooldown) find(req *http.Request) *cooling {
+// it). body is closed if the key function panics (R1).
+func (c *Cooldown) find(req *http.Request, body io.Closer) *cooling {
 	ws := c.watched.Load()
 	if ws == nil || len(ws.m) == 0 {
 		return nil
 	}
 	if c.key != nil {
-		return ws.m[c.key(req)]
+		return ws.m[c.userKey(req, body)]
 	}
 	u := req.URL
-	if n := len(u.Scheme) + len("://") + len(u.Host); u.Host == "" || ws.lens&(1<<(n%64)) == 0 {
+	n := len(u.Scheme) + len("://") + len(u.Host)
+	if n > maxKeyLen {
+		n = hashedLen
+	}
+	if u.Host == "" || ws.lens&(1<<(n%64)) == 0 {
 		return nil
 	}
 	var buf [96]byte
-	return ws.m[string(appendOriginKey(buf[:0], req))]
+	k := appendOriginKey(buf[:0], req)
+	if len(k) > maxKeyLen {
+		return ws.m[boundKey(string(k))]
+	}
+	return ws.m[string(k)]
 }
 
 // keyOf returns the key of req, or "" when req is left out.
-func (c *Cooldown) keyOf(req *http.Request) string {
+func (c *Cooldown) keyOf(req *http.Request, body io.Closer) string {
 	if c.key != nil {
-		return c.key(req)
+		return c.userKey(req, body)
 	}
-	return string(appendOriginKey(nil, req))
+	return boundKey(string(appendOriginKey(nil, req)))
+}
+
+// userKey calls the key function, closing body before a panic of it goes
+// on up, and bounds what it returns.
+func (c *Cooldown) userKey(req *http.Request, body io.Closer) string {
+	defer func() {
+		if v := recover(); v != nil {
+			if body != nil {
+				_ = body.Close()
+			}
+			panic(v)
+		}
+	}()
+	return boundKey(c.key(req))
+}
+
+// boundKey returns k, or its SHA-256 when it is longer than maxKeyLen.
+func boundKey(k string) string {
+	if len(k) <= maxKeyLen {
+		return k
+	}
+	sum := sha256.Sum256([]byte(k))
+	return "sha256:" + hex.EncodeToString(sum[:])
 }
 
 // appendOriginKey appends req's scheme://host, lowercased, to b; nil when
@@ -214,74 +328,6 @@ func appendLower(b []byte, s string) []byte {
 		b = append(b, c)
 	}
 	return b
-}
-
-// reserve gives a send of e's key its slot at now, if the wait for it fits:
-// it must be shorter than left, and charge (the Budget's, when the call has
-// one) must accept it. ok false takes nothing.
-func (e *cooling) reserve(now time.Time, retry bool, left time.Duration, charge func(time.Duration) bool) (w time.Duration, fromHold bool, tk ticket, ok bool) {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	w = e.lane.wait(now, retry)
-	fromHold = e.lane.until.After(now) && (retry || !e.lane.next.After(e.lane.until))
-	if w > 0 && (w >= left || !charge(w)) {
-		return w, fromHold, tk, false
-	}
-	e.lane, tk = e.lane.take(now, w, retry)
-	return w, fromHold, tk, true
-}
-
-// release gives back the slot of tk, whose send did not go.
-func (e *cooling) release(tk ticket) {
-	e.mu.Lock()
-	e.lane = e.lane.untake(tk)
-	e.mu.Unlock()
-}
-
-// more is what a send holding tk must still wait at now: the rest of a hold
-// armed since it took its slot, what such a hold moved the schedule on, and
-// a slot for each retry let in before it; fromHold when a hold is in it
-// (the provider's word, logged as such: R17); and its ticket since.
-func (e *cooling) more(now time.Time, tk ticket) (w time.Duration, fromHold bool, _ ticket) {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	moved := e.lane.shifted - tk.shifted
-	pushed, tk := e.lane.pushed(tk)
-	hold := max(e.lane.until.Sub(now), 0)
-	return max(hold, pushed), hold > 0 || moved > 0, tk
-}
-
-// holdLeft is what is left at now of e's hold; 0 when none.
-func (e *cooling) holdLeft(now time.Time) time.Duration {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	return max(e.lane.until.Sub(now), 0)
-}
-
-// hear records what an answer for req says. e is req's entry, nil when its
-// key was not watched; an answer that limits arms the key.
-func (c *Cooldown) hear(req *http.Request, e *cooling, now time.Time, h heard) {
-	if e == nil {
-		if !h.arms() {
-			return // free flow, nothing to arm: no lock (R16)
-		}
-		key := c.keyOf(req)
-		if key == "" {
-			return
-		}
-		if e = c.arm(key, now); e == nil {
-			return // bounded memory: this key goes unshared
-		}
-	}
-	e.mu.Lock()
-	e.lane = e.lane.hear(now, h)
-	e.mu.Unlock()
-}
-
-// arms reports whether an answer arms a key nobody watches: a limit, an
-// ask, or an exhausted limit's reset.
-func (h heard) arms() bool {
-	return h.limited || h.hasAsk && h.ask > 0 || h.hasReset && h.reset > 0
 }
 
 // arm returns key's entry, made if it has none; nil when 4096 keys are
@@ -310,22 +356,26 @@ func (c *Cooldown) arm(key string, now time.Time) *cooling {
 	if m == nil {
 		m = make(map[string]*cooling)
 	}
-	e := &cooling{lane: lane{limitedAt: now}}
+	e := &cooling{key: key, armedAt: now}
 	m[key] = e
 	c.watched.Store(newWatchSet(m))
 	c.schedule()
 	return e
 }
 
-// live copies the entries of m that are not idle at now. c.mu is held.
+// live copies the entries of m that are not idle at now, and marks the
+// others gone. c.mu is held.
 func (c *Cooldown) live(m map[string]*cooling, now time.Time) map[string]*cooling {
 	out := make(map[string]*cooling, len(m))
 	for k, e := range m {
 		e.mu.Lock()
-		idle := e.lane.idle(now)
+		idle := len(e.pending) == 0 && e.st.idle(now) && now.Sub(e.armedAt) >= quietAfter
+		e.gone = idle
 		e.mu.Unlock()
 		if !idle {
 			out[k] = e
+		} else if c.mem != nil {
+			c.mem.forget(k)
 		}
 	}
 	return out
@@ -375,41 +425,81 @@ func (c *Cooldown) size() int {
 	return 0
 }
 
-// heardOf is what one try tells a Cooldown (R17, R18): the server's ask on a
-// failed try (with the resolution of its form), and, on any answer, an
-// exhausted limit's reset and the provider's request counts.
-func heardOf(resp *http.Response, class Class, ask time.Duration, hasAsk, askInBody bool, now time.Time) heard {
-	var h heard
-	if resp == nil {
-		return h
+// apply applies ops to e's key in the Store, and makes what it returns e's
+// state. When the Store fails, the ops apply to e's own state: the call
+// goes on with what the process knows (R24). It returns the Store's state,
+// on the Store's clock, for the ticket of a take.
+func (c *Cooldown) apply(ctx context.Context, e *cooling, ops []StoreOp) StoreState {
+	st, err := c.store.Apply(ctx, e.key, ops)
+	now := c.now()
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if err != nil {
+		seq := e.st.Seq // the Store's, not ours: its next reply is newer
+		e.st.apply(now, ops)
+		e.st.Seq = seq
+		return e.st
 	}
-	h.limited = resp.StatusCode == http.StatusTooManyRequests || class == Throttled
-	h.ok = resp.StatusCode < 400
-	if class != Permanent && hasAsk {
-		h.ask, h.hasAsk = ask, true
-		h.askRes = askResolution(resp.Header, askInBody)
+	local := st
+	if c.shared {
+		local = onClock(st, now)
+		e.restore(&local)
 	}
-	h.reset, h.hasReset = ParseRateLimitReset(resp.Header, now)
-	h.resetRes = time.Second
-	if h.hasReset && resp.Header.Get("X-Ratelimit-Reset-Requests")+resp.Header.Get("X-Ratelimit-Reset-Tokens") != "" {
-		h.resetRes = time.Millisecond // OpenAI writes its resets to the millisecond
+	if local.Seq >= e.st.Seq {
+		e.st = local
 	}
-	h.counts = requestCounts(resp.Header, now)
-	return h
+	return st
 }
 
-// askResolution is how much shorter than it says the server's ask may truly
-// be: an ask in a body (a protobuf duration) is exact, retry-after-ms and a
-// decimal Retry-After are good to the millisecond, and whole seconds or an
-// HTTP-date to the second.
-func askResolution(h http.Header, inBody bool) time.Duration {
-	switch {
-	case inBody:
-		return 0
-	case h.Get("Retry-After-Ms") != "":
-		return time.Millisecond
-	case strings.Contains(h.Get("Retry-After"), "."):
-		return time.Millisecond
+// heardElsewhere is a shared Store's push: another process limited or held
+// key (R24). A key this process does not watch is armed with it.
+func (c *Cooldown) heardElsewhere(key string, st StoreState) {
+	now := c.now()
+	e := c.entry(key)
+	if e == nil {
+		if e = c.arm(key, now); e == nil {
+			return
+		}
 	}
-	return time.Second
+	local := onClock(st, now)
+	e.mu.Lock()
+	if local.Seq > e.st.Seq {
+		e.st = local
+	}
+	e.mu.Unlock()
+}
+
+// restore keeps what the process knows of a key that a shared Store lost
+// (flushed, or back after failing): its rates and holds go back with the
+// next op, so that the fleet converges again (R24). e.mu is held.
+func (e *cooling) restore(st *StoreState) {
+	for l := range st.Lanes {
+		got, had := &st.Lanes[l], &e.st.Lanes[l]
+		if got.Rates == "" && had.Rates != "" {
+			e.pending = append(e.pending, pendingOp{StoreOp{Kind: StoreRates, Lane: l, Version: got.Version,
+				Per: had.Per, Burst: had.Burst, Rates: had.Rates}, st.Now})
+		}
+		if d := had.Until.Sub(st.Now); d > 0 && had.Until.After(got.Until) {
+			e.pending = append(e.pending, pendingOp{StoreOp{Kind: StoreHold, Lane: l, For: d, Refuse: had.Refuse}, st.Now})
+		}
+	}
+}
+
+// onClock returns st with its times moved from the Store's clock to the
+// Cooldown's: now on the Cooldown's is st.Now on the Store's (R24: replicas
+// whose clocks disagree pace the same; each converts a wait into its own).
+func onClock(st StoreState, now time.Time) StoreState {
+	d := now.Sub(st.Now)
+	move := func(t time.Time) time.Time {
+		if t.IsZero() {
+			return t
+		}
+		return t.Add(d)
+	}
+	st.Now = now
+	for l := range st.Lanes {
+		s := &st.Lanes[l]
+		s.Until, s.Next, s.RetryNext, s.Limited = move(s.Until), move(s.Next), move(s.RetryNext), move(s.Limited)
+	}
+	return st
 }

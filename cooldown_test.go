@@ -18,20 +18,36 @@ const origin = "https://api.example.com"
 // holdFor arms key on cd as a 429 asking for d (to the nanosecond) would.
 func holdFor(cd *Cooldown, key string, now time.Time, d time.Duration) {
 	e := cd.arm(key, now)
-	e.mu.Lock()
-	e.lane = e.lane.hear(now, heard{limited: true, hasAsk: true, ask: d})
-	e.mu.Unlock()
+	if e == nil {
+		return // full
+	}
+	cd.news(context.Background(), e, now, heard{limited: true, hasAsk: true, ask: d}, [numLanes]float64{1})
+}
+
+// setRates arms key on cd with the request lane's rates r, as answers that
+// said so would have.
+func setRates(cd *Cooldown, key string, now time.Time, r rates) {
+	e := cd.arm(key, now)
+	cd.apply(context.Background(), e, []StoreOp{{Kind: StoreRates, Lane: int(laneRequests), Version: e.st.Lanes[laneRequests].Version,
+		Per: r.per(), Burst: r.burst(), Rates: r.encode()}, {Kind: StoreLimited, Lane: int(laneRequests)}})
 }
 
 // paceAt arms origin on cd with an exact rate of one send per interval, as a
 // 429 with OpenAI's counts at millisecond resolution would.
 func paceAt(cd *Cooldown, now time.Time, interval time.Duration) {
-	e := cd.arm(origin, now)
+	setRates(cd, origin, now, rates{word: float64(interval)})
+}
+
+// laneOf is the request lane of key on cd as the Cooldown knows it.
+func laneOf(cd *Cooldown, key string) (StoreLane, rates) {
+	e := cd.entry(key)
+	if e == nil {
+		return StoreLane{}, rates{}
+	}
 	e.mu.Lock()
-	e.lane = e.lane.hear(now, heard{limited: true,
-		counts: counts{limit: 1000, remaining: 0, window: 1000 * interval, res: time.Nanosecond, ok: true}})
-	e.lane.interval = interval // (the exact rate less its slack)
-	e.mu.Unlock()
+	defer e.mu.Unlock()
+	s := e.st.Lanes[laneRequests]
+	return s, decodeRates(s.Rates)
 }
 
 func getReq(ctx context.Context) *http.Request {
@@ -50,22 +66,22 @@ func TestCooldownKeys(t *testing.T) {
 	} {
 		req, err := http.NewRequest("GET", tc.url, nil)
 		require.NoError(t, err)
-		assert.Equal(t, tc.want, cd.keyOf(req), tc.url)
+		assert.Equal(t, tc.want, cd.keyOf(req, nil), tc.url)
 	}
 	byModel := NewCooldown(func(r *http.Request) string { return r.URL.Host + "/" + r.Header.Get("X-Model") })
 	req, _ := http.NewRequest("GET", "https://api.example.com/v1", nil)
 	req.Header.Set("X-Model", "gpt-4o")
-	assert.Equal(t, "api.example.com/gpt-4o", byModel.keyOf(req))
+	assert.Equal(t, "api.example.com/gpt-4o", byModel.keyOf(req, nil))
 
 	// find builds the default key on the stack: it finds what keyOf named.
 	holdFor(cd, "https://api.example.com", epoch, time.Second)
 	for _, u := range []string{"https://API.example.COM/x?y=z", "https://api.example.com"} {
 		r, _ := http.NewRequest("GET", u, nil)
-		assert.NotNil(t, cd.find(r), u)
+		assert.NotNil(t, cd.find(r, nil), u)
 	}
 	for _, u := range []string{"http://api.example.com", "https://api.example.com:443", "/relative", "https://api.exampl3.com"} {
 		r, _ := http.NewRequest("GET", u, nil)
-		assert.Nil(t, cd.find(r), u)
+		assert.Nil(t, cd.find(r, nil), u)
 	}
 	// The length filter: every watched key is found, in any case, whatever
 	// else is watched; a length no watched key has is not watched.
@@ -74,10 +90,10 @@ func TestCooldownKeys(t *testing.T) {
 	}
 	for k := range cd.watched.Load().m {
 		r, _ := http.NewRequest("GET", strings.ToUpper(k)+"/v1", nil)
-		assert.NotNil(t, cd.find(r), k)
+		assert.NotNil(t, cd.find(r, nil), k)
 	}
 	r, _ := http.NewRequest("GET", "https://c.example/v1", nil) // as long as b.example
-	assert.Nil(t, cd.find(r))
+	assert.Nil(t, cd.find(r, nil))
 }
 
 // TestCooldownArming checks R17's arming through the transport: which
@@ -102,18 +118,23 @@ func TestCooldownArming(t *testing.T) {
 			Header: http.Header{"Content-Type": {"application/json"}},
 			Body:   `{"error":{"code":429,"details":[{"@type":"type.googleapis.com/google.rpc.RetryInfo","retryDelay":"2.5s"}]}}`},
 			2500 * time.Millisecond, true, false, false},
-		{"an exhausted OpenAI limit on a 429 holds until it may be back", retryhttptest.Status(429,
-			"X-Ratelimit-Limit-Requests", "10", "X-Ratelimit-Remaining-Requests", "0", "X-Ratelimit-Reset-Requests", "6s"), 6*time.Second - time.Millisecond, true, false, false},
-		{"an exhausted Anthropic limit, to the second: a second less", retryhttptest.Status(429,
+		// With the provider's bucket stated (R23), an exhausted limit holds
+		// nobody: the next send waits until the bucket covers it.
+		{"an exhausted OpenAI limit on a 429 waits for the bucket", retryhttptest.Status(429,
+			"X-Ratelimit-Limit-Requests", "10", "X-Ratelimit-Remaining-Requests", "0", "X-Ratelimit-Reset-Requests", "6s"), 0, true, false, false},
+		{"an exhausted Anthropic limit, coarse: a minute at most", retryhttptest.Status(429,
 			"Anthropic-Ratelimit-Requests-Limit", "10", "Anthropic-Ratelimit-Requests-Remaining", "0",
-			"Anthropic-Ratelimit-Requests-Reset", anthropicReset.Format(time.RFC3339)), -1, true, false, false},
+			"Anthropic-Ratelimit-Requests-Reset", anthropicReset.Format(time.RFC3339)), 0, true, false, false},
+		{"an exhausted limit with no bucket stated holds until a resolution before its reset", retryhttptest.Status(429,
+			"X-Ratelimit-Remaining-Requests", "0", "X-Ratelimit-Reset-Requests", "6s"), 6*time.Second - time.Millisecond, true, false, false},
+		{"an ask past the longest hold holds that long, refusing", retryhttptest.Status(429, "Retry-After", "1000000000"), maxHold, true, false, false},
 		{"a 500 without an ask is not about the rate", retryhttptest.Status(500), 0, false, true, false},
 		{"a success in free flow is not read", retryhttptest.Status(200,
 			"X-Ratelimit-Remaining-Requests", "0", "X-Ratelimit-Reset-Requests", "6s"), 0, false, true, false},
 		{"a success off the happy path is not read either", retryhttptest.Status(200,
 			"X-Ratelimit-Remaining-Requests", "0", "X-Ratelimit-Reset-Requests", "6s"), 0, false, true, true},
 		{"an exhausted limit on a 400 holds (a reset on any answer) but does not pace", retryhttptest.Status(400,
-			"X-Ratelimit-Limit-Requests", "10", "X-Ratelimit-Remaining-Requests", "0", "X-Ratelimit-Reset-Requests", "6s"), 6*time.Second - time.Millisecond, false, false, false},
+			"X-Ratelimit-Remaining-Requests", "0", "X-Ratelimit-Reset-Requests", "6s"), 6*time.Second - time.Millisecond, false, false, false},
 		{"a 503 asking for no wait arms nothing", retryhttptest.Status(503, "Retry-After", "0"), 0, false, true, false},
 		{"a 500 whose exhausted limit is back already arms nothing", retryhttptest.Status(500,
 			"X-Ratelimit-Limit-Requests", "10", "X-Ratelimit-Remaining-Requests", "0", "X-Ratelimit-Reset-Requests", "0s"), 0, false, true, false},
@@ -133,17 +154,14 @@ func TestCooldownArming(t *testing.T) {
 				assert.Zero(t, cd.size(), "not watched")
 				return
 			}
-			if tc.hold < 0 { // the Anthropic row: a second before its reset
-				tc.hold = anthropicReset.Add(-time.Second).Sub(clk.Now())
-			}
 			if tc.hold > 0 {
 				assert.Equal(t, clk.Now().Add(tc.hold), cd.Until(origin))
 			} else {
 				assert.True(t, cd.Until(origin).IsZero(), "nobody else held")
 			}
-			e := cd.find(getReq(context.Background()))
-			require.NotNil(t, e)
-			assert.Equal(t, tc.paced, e.lane.interval > 0, "paced")
+			require.NotNil(t, cd.find(getReq(context.Background()), nil))
+			s, _ := laneOf(cd, origin)
+			assert.Equal(t, tc.paced, s.Per > 0, "paced")
 		})
 	}
 
@@ -338,8 +356,8 @@ func TestCooldownBadInput(t *testing.T) {
 			}
 			until := cd.Until(origin)
 			assert.True(t, until.IsZero() || until.After(clk.Now()), "never in the past")
-			if e := cd.find(getReq(context.Background())); e != nil {
-				assert.GreaterOrEqual(t, e.lane.interval, minInterval)
+			if s, _ := laneOf(cd, origin); s.Per > 0 {
+				assert.GreaterOrEqual(t, s.Per, float64(minInterval))
 			}
 		})
 	}
@@ -356,9 +374,9 @@ func TestRequestCounts(t *testing.T) {
 		{"openai", []string{"X-Ratelimit-Limit-Requests", "10", "X-Ratelimit-Remaining-Requests", "3", "X-Ratelimit-Reset-Requests", "70ms"},
 			counts{10, 3, 70 * time.Millisecond, time.Millisecond, true}},
 		{"openai minutes", []string{"X-Ratelimit-Limit-Requests", "500", "X-Ratelimit-Remaining-Requests", "0", "X-Ratelimit-Reset-Requests", "1m0s"},
-			counts{500, 0, time.Minute, time.Second, true}},
+			counts{500, 0, time.Minute, time.Millisecond, true}},
 		{"openai fraction", []string{"X-Ratelimit-Limit-Requests", "500", "X-Ratelimit-Remaining-Requests", "0", "X-Ratelimit-Reset-Requests", "1.5s"},
-			counts{500, 0, 1500 * time.Millisecond, 100 * time.Millisecond, true}},
+			counts{500, 0, 1500 * time.Millisecond, time.Millisecond, true}},
 		{"anthropic", []string{"Anthropic-Ratelimit-Requests-Limit", "50", "Anthropic-Ratelimit-Requests-Remaining", "49",
 			"Anthropic-Ratelimit-Requests-Reset", now.Add(2 * time.Second).Format(time.RFC3339)},
 			counts{50, 49, 2 * time.Second, time.Second, true}},

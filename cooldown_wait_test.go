@@ -285,11 +285,7 @@ func TestCooldownMemoryBounded(t *testing.T) {
 	cd := NewCooldown(nil)
 	cd.bind(clk)
 	for i := range 3 * maxCoolingKeys {
-		if e := cd.arm(fmt.Sprintf("https://h%d.example.com", i), clk.Now()); e != nil {
-			e.mu.Lock()
-			e.lane.until = clk.Now().Add(time.Hour)
-			e.mu.Unlock()
-		}
+		holdFor(cd, fmt.Sprintf("https://h%d.example.com", i), clk.Now(), time.Hour)
 	}
 	assert.Equal(t, maxCoolingKeys, cd.size())
 	clk.Add(2 * time.Hour) // every hold is over and quiet: the next key makes room

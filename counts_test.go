@@ -32,21 +32,21 @@ func TestRequestCountsTwoSets(t *testing.T) {
 		want counts
 	}{
 		{"1 s a request against 0.2 s: the first", append(openAI("10", "0", "10s"), ietf("100", "0", "20")...),
-			counts{limit: 10, remaining: 0, window: 10 * time.Second, res: time.Second, ok: true}},
+			counts{limit: 10, remaining: 0, window: 10 * time.Second, res: time.Millisecond, ok: true}},
 		{"1 s a request against 5 s: the second", append(openAI("10", "0", "10s"), ietf("10", "8", "10")...),
 			counts{limit: 10, remaining: 8, window: 10 * time.Second, res: time.Second, ok: true}},
 		{"5 s a request against 1 s: the first", append(openAI("10", "8", "10s"), ietf("10", "0", "10")...),
-			counts{limit: 10, remaining: 8, window: 10 * time.Second, res: time.Second, ok: true}},
+			counts{limit: 10, remaining: 8, window: 10 * time.Second, res: time.Millisecond, ok: true}},
 		{"0.5 s a request against 2 s, in the middle set", append(openAI("40", "20", "10s"), anthropic("10", "5", 10*time.Second)...),
 			counts{limit: 10, remaining: 5, window: 10 * time.Second, res: time.Second, ok: true}},
 		{"nothing spent, then some: the second", append(openAI("10", "10", "1s"), ietf("10", "5", "10")...),
 			counts{limit: 10, remaining: 5, window: 10 * time.Second, res: time.Second, ok: true}},
 		{"some spent, then nothing: the first", append(openAI("10", "5", "10s"), ietf("10", "10", "30")...),
-			counts{limit: 10, remaining: 5, window: 10 * time.Second, res: time.Second, ok: true}},
+			counts{limit: 10, remaining: 5, window: 10 * time.Second, res: time.Millisecond, ok: true}},
 		{"as slow, 2 s a request each: the first", append(openAI("10", "5", "10s"), ietf("20", "10", "20")...),
-			counts{limit: 10, remaining: 5, window: 10 * time.Second, res: time.Second, ok: true}},
+			counts{limit: 10, remaining: 5, window: 10 * time.Second, res: time.Millisecond, ok: true}},
 		{"as slow, the other way round: the first", append(openAI("20", "10", "20s"), ietf("10", "5", "10")...),
-			counts{limit: 20, remaining: 10, window: 20 * time.Second, res: time.Second, ok: true}},
+			counts{limit: 20, remaining: 10, window: 20 * time.Second, res: time.Millisecond, ok: true}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			assert.Equal(t, tc.want, requestCounts(headerOf(tc.h...), epoch))

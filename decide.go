@@ -16,6 +16,7 @@ type situation struct {
 	cooldown   time.Duration // what is left of the shared Cooldown (R17); 0 when none
 	left       time.Duration // what the deadline and the Budget leave (R7); maxDuration when neither
 	budget     bool          // the request carries a Budget (R8)
+	maxWait    time.Duration // no single wait this long or longer (WithMaxWait); 0 means DefaultMaxWait
 }
 
 // decision is what the transport does after a try.
@@ -55,7 +56,7 @@ func decide(s situation) decision {
 			wait, from = s.cooldown, FromCooldown
 		}
 		d.from = from
-		if wait < s.left { // R7: "not shorter than left" does not fit
+		if wait < min(s.left, maxWaitOf(s)) { // R7: "not shorter than left" does not fit
 			d.outcome, d.wait = Retrying, wait
 			return d
 		}
@@ -70,7 +71,15 @@ func decide(s situation) decision {
 			providerAsk = max(providerAsk, s.ask)
 		}
 		d.rateLimited = s.class == Throttled ||
-			d.outcome == OutOfTime && (s.hasAsk || s.cooldown > 0) && providerAsk >= s.left
+			d.outcome == OutOfTime && (s.hasAsk || s.cooldown > 0) && providerAsk >= min(s.left, maxWaitOf(s))
 	}
 	return d
+}
+
+// maxWaitOf is the situation's longest wait.
+func maxWaitOf(s situation) time.Duration {
+	if s.maxWait <= 0 {
+		return DefaultMaxWait
+	}
+	return s.maxWait
 }

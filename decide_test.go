@@ -79,8 +79,12 @@ func TestDecideExhaustive(t *testing.T) {
 							for _, a := range []ask{{}, {0, true}, {100 * time.Millisecond, true}, {10 * s, true}, {maxDuration, true}} {
 								for _, cooldown := range []time.Duration{0, 1 * s, 20 * s} {
 									for _, left := range []time.Duration{0, 400 * time.Millisecond, 10 * s, 20 * s, maxDuration} {
-										for _, budget := range []bool{false, true} {
-											in := situation{class, try, maxRetries, replayable, quotaOK, backoff, a.d, a.has, cooldown, left, budget}
+										for _, bm := range []struct {
+											budget  bool
+											maxWait time.Duration // 0: DefaultMaxWait
+										}{{false, 0}, {true, 0}, {false, 15 * s}, {true, 10 * s}} {
+											budget, maxWait := bm.budget, bm.maxWait
+											in := situation{class, try, maxRetries, replayable, quotaOK, backoff, a.d, a.has, cooldown, left, budget, maxWait}
 											got := decide(in)
 											if want := rules(in); got != want {
 												t.Fatalf("decide(%+v)\n = %+v\nwant %+v", in, got, want)
@@ -128,7 +132,11 @@ func rules(in situation) decision {
 				out.wait, out.from = c.d, c.from
 			}
 		}
-		if out.wait < in.left { // R7: a wait not shorter than what is left does not fit
+		longest := in.maxWait // WithMaxWait: no single wait this long or longer
+		if longest <= 0 {
+			longest = DefaultMaxWait
+		}
+		if out.wait < min(in.left, longest) { // R7: a wait not shorter than what is left does not fit
 			out.outcome = Retrying
 			return out
 		}
@@ -137,8 +145,13 @@ func rules(in situation) decision {
 	// R8: a Budget fails fast on a rate-limit signal.
 	if in.budget {
 		throttled := in.class == Throttled
+		longest := in.maxWait
+		if longest <= 0 {
+			longest = DefaultMaxWait
+		}
+		limit := min(in.left, longest)
 		askAlone := out.outcome == OutOfTime &&
-			(in.hasAsk && in.ask >= in.left || in.cooldown > 0 && in.cooldown >= in.left)
+			(in.hasAsk && in.ask >= limit || in.cooldown > 0 && in.cooldown >= limit)
 		out.rateLimited = throttled || askAlone
 	}
 	return out

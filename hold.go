@@ -1,29 +1,46 @@
 package retryhttp
 
 import (
+	"context"
 	"time"
 )
 
-// The call's side of the Cooldown (R17), all in one place: the hold and the
-// slot before a try, what the answer tells the Cooldown after it, and the
-// hold a retry's wait must cover. The loop meets the Cooldown only through
-// hold, settle and cooldownLeft.
+// The call's side of the Cooldown (R17, R23), all in one place: the hold
+// and the slot before a try, what the answer tells the Cooldown after it,
+// and the hold a retry's wait must cover. The loop meets the Cooldown only
+// through hold, settle and cooldownLeft.
+
+// A ticket is a send's slot, as the Store gave it (on the Store's clock):
+// per lane, the schedule's end after it (mark, for a correction or for
+// giving it back), the lane's shifts then (see more), the charge, and the
+// rate generation it was slotted at.
+type ticket struct {
+	costs    [numLanes]float64 // the send's units per lane
+	charged  laneMask          // the lanes that charged it (paced)
+	mark     [numLanes]time.Time
+	shiftAt  [numLanes]time.Duration
+	pushedAt [numLanes]time.Duration
+	charge   [numLanes]float64
+	gen      [numLanes]uint32
+	retry    bool // a retry's: the retries let in after it go after it
+}
 
 // hold waits, before every try, for what the Cooldown imposes on the call's
 // key: the send's slot, then what came up while it waited (a hold armed by
 // another call's 429 or a pause after a cut, and a slot more for each retry
 // let in before it). The first try that RoundTrip made was sent when the
 // key was not watched, so it was not held. Each wait is a wait like any
-// other: it must fit (R7) and is charged to the Budget (R8) before it
-// starts, and the caller's context ends it. An error ends the call: a wait
-// that does not fit sends nothing.
+// other: it must fit (R7), is no longer than the longest wait (WithMaxWait),
+// and is charged to the Budget (R8) before it starts, and the caller's
+// context ends it. An error ends the call: a wait that does not fit sends
+// nothing.
 func (c *call) hold() error {
 	cd := c.cfg.cooldown
 	if cd == nil {
 		return nil
 	}
 	r := &c.r
-	if r.entry = cd.find(c.req); r.entry == nil || r.try == 1 && c.hasFirst {
+	if r.entry = cd.find(c.req, c.send.Body); r.entry == nil || r.try == 1 && c.hasFirst {
 		return nil
 	}
 	err := c.holdSlot()
@@ -34,32 +51,48 @@ func (c *call) hold() error {
 }
 
 func (c *call) holdSlot() error {
-	r := &c.r
+	r, cd := &c.r, c.cfg.cooldown
 	r.slotted = c.cfg.clock.Now()
 	left, untilDeadline := c.left()
-	charge := func(w time.Duration) bool { return c.budget == nil || c.budget.reserve(w, untilDeadline) }
-	w, fromHold, tk, ok := r.entry.reserve(r.slotted, r.try > 1, left, charge)
+	w, tk, ok := cd.take(c.ctx, r.entry, r.slotted, c.costs(r.entry), min(left, c.cfg.maxWait), r.try > 1)
 	if !ok {
 		return c.holdTooLong(w)
 	}
+	if w > 0 && c.budget != nil && !c.budget.reserve(w, untilDeadline) {
+		cd.untake(c.ctx, r.entry, tk)
+		return c.holdTooLong(w)
+	}
+	fromHold := r.entry.held(r.slotted, &tk)
 	for {
 		if err := c.holdFor(w, fromHold); err != nil {
-			r.entry.release(tk)
+			cd.untake(c.ctx, r.entry, tk)
 			return err
 		}
 		// The hold only moves forward and retries are let in one at a
 		// time, each round waiting all of what it found: this ends.
 		now := c.cfg.clock.Now()
-		if w, fromHold, tk = r.entry.more(now, tk); w == 0 {
-			r.sent = now
+		if w, fromHold = r.entry.more(now, &tk); w == 0 {
+			r.sent, r.tk, r.paced = now, tk, true
 			return nil
 		}
 		left, untilDeadline := c.left()
-		if w >= left || c.budget != nil && !c.budget.reserve(w, untilDeadline) {
-			r.entry.release(tk)
+		if w >= min(left, c.cfg.maxWait) || c.budget != nil && !c.budget.reserve(w, untilDeadline) {
+			cd.untake(c.ctx, r.entry, tk)
 			return c.holdTooLong(w)
 		}
 	}
+}
+
+// costs is what the call costs on each lane of e's key (R23): estimated
+// once, and only when a token lane of the key is paced or held.
+func (c *call) costs(e *cooling) [numLanes]float64 {
+	if !c.hasCosts && (e == nil || e.countsTokens(c.cfg.clock.Now())) {
+		c.cost, c.hasCosts = callCosts(c.req), true
+	}
+	if !c.hasCosts {
+		return [numLanes]float64{1}
+	}
+	return c.cost
 }
 
 // holdTooLong ends a call whose hold does not fit: the provider asked for
@@ -92,9 +125,11 @@ func (c *call) holdFor(w time.Duration, fromHold bool) error {
 	return nil
 }
 
-// settle tells the Cooldown what the try said (R17, R18): a failed try
+// settle tells the Cooldown what the try said (R17, R18, R23): a failed try
 // always, any answer of a watched key. A success of a key nobody watches is
-// not read (R16); a try in free flow that arms nothing takes no lock.
+// not read (R16); a try in free flow that arms nothing takes no lock. A key
+// function that panics has the try's response closed first (R15's rule for
+// an Observer).
 func (c *call) settle() {
 	cd := c.cfg.cooldown
 	r := &c.r
@@ -102,18 +137,136 @@ func (c *call) settle() {
 		return
 	}
 	h := heardOf(r.resp, r.class, r.ask, r.hasAsk, r.inBody, r.now)
-	h.slotted, h.sent = r.slotted, r.sent
-	cd.hear(c.req, r.entry, r.now, h)
+	h.body, h.sent = r.limits, r.sent
+	if r.paced {
+		h.tk = &r.tk
+	}
+	closer := releaser{c}
+	cd.hear(c.ctx, c.req, r.entry, r.now, h, func() [numLanes]float64 { return c.costs(nil) }, closer)
 	if r.entry == nil {
-		r.entry = cd.find(c.req) // this answer may have armed the key
+		r.entry = cd.find(c.req, closer) // this answer may have armed the key
 	}
 }
 
-// cooldownLeft is what remains of the key's hold, for the wait before a
-// retry (R17): a retry never goes out before the hold ends. 0 when none.
+// releaser closes what a call holds when a key function panics.
+type releaser struct{ c *call }
+
+func (r releaser) Close() error {
+	r.c.release()
+	return nil
+}
+
+// cooldownLeft is what remains of the hold of the key's lanes the call
+// counts against, for the wait before a retry (R17): a retry never goes out
+// before the hold ends. 0 when none.
 func (c *call) cooldownLeft() time.Duration {
-	if c.r.entry == nil {
+	e := c.r.entry
+	if e == nil {
 		return 0
 	}
-	return c.r.entry.holdLeft(c.cfg.clock.Now())
+	now := c.cfg.clock.Now()
+	costs := c.costs(e)
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	var left time.Duration
+	for l := range e.st.Lanes {
+		if costs[l] > 0 {
+			left = max(left, e.st.Lanes[l].Until.Sub(now))
+		}
+	}
+	return left
+}
+
+// take gives a send of e's key its slot at now (StoreTake), with the news
+// kept for the next take, if the wait for it is shorter than within. ok
+// false takes nothing: the wait does not fit, or a refusing hold is in the
+// way (w is then what is left of it).
+func (c *Cooldown) take(ctx context.Context, e *cooling, now time.Time, costs [numLanes]float64, within time.Duration, retry bool) (w time.Duration, tk ticket, ok bool) {
+	e.mu.Lock()
+	ops := append(e.takePending(now), StoreOp{Kind: StoreTake, Costs: costs, Within: within, Retry: retry})
+	e.mu.Unlock()
+	st := c.apply(ctx, e, ops)
+	if !st.Took {
+		return st.Wait, tk, false
+	}
+	tk = ticket{costs: costs, retry: retry}
+	for l := range st.Lanes {
+		s := &st.Lanes[l]
+		if costs[l] <= 0 || s.Per <= 0 {
+			continue
+		}
+		tk.charged |= 1 << l
+		tk.mark[l], tk.shiftAt[l], tk.pushedAt[l] = s.Next, s.Shift, s.Pushed
+		tk.charge[l], tk.gen[l] = costs[l]*s.Per, decodeRates(s.Rates).gen
+	}
+	return st.Wait, tk, true
+}
+
+// untake gives back the slot of tk, whose send did not go: after the
+// caller's context ended too, so it does not end the Store's op.
+func (c *Cooldown) untake(ctx context.Context, e *cooling, tk ticket) {
+	var ops []StoreOp
+	for l := range numLanes {
+		if tk.charged.has(l) {
+			ops = append(ops, StoreOp{Kind: StoreUntake, Lane: int(l), Mark: tk.mark[l], Charge: tk.charge[l]})
+		}
+	}
+	if len(ops) > 0 {
+		c.apply(context.WithoutCancel(ctx), e, ops)
+	}
+}
+
+// held reports whether a hold of a lane tk counts against is in the wait
+// from now (the provider's word, logged as such: R17).
+func (e *cooling) held(now time.Time, tk *ticket) bool {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	for l := range e.st.Lanes {
+		if tk.costs[l] > 0 && e.st.Lanes[l].Until.After(now) {
+			return true
+		}
+	}
+	return false
+}
+
+// more is what a send holding tk must still wait at now: the rest of a hold
+// armed since it took its slot, and what holds, corrections and retries let
+// in before it moved the schedule on since; fromHold when a hold is in it.
+// tk is brought up to date.
+func (e *cooling) more(now time.Time, tk *ticket) (w time.Duration, fromHold bool) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	for l := range e.st.Lanes {
+		if tk.costs[l] <= 0 {
+			continue
+		}
+		s := &e.st.Lanes[l]
+		if hold := s.Until.Sub(now); hold > 0 {
+			w, fromHold = max(w, hold), true
+		}
+		if !tk.charged.has(laneID(l)) {
+			continue
+		}
+		moved := s.Shift - tk.shiftAt[l]
+		fromHold = fromHold || moved > 0
+		if !tk.retry {
+			moved += s.Pushed - tk.pushedAt[l]
+		}
+		w = max(w, moved)
+		tk.shiftAt[l], tk.pushedAt[l] = s.Shift, s.Pushed
+	}
+	return w, fromHold
+}
+
+// countsTokens reports whether a token lane of e's key is paced or held at
+// now: a call then needs its cost in tokens (R23; else it is not estimated).
+func (e *cooling) countsTokens(now time.Time) bool {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	for l := laneTokens; l < numLanes; l++ {
+		if s := &e.st.Lanes[l]; s.Per > 0 || s.Until.After(now) {
+			return true
+		}
+	}
+	return false
 }

@@ -62,14 +62,16 @@ func ParseRateLimitReset(h http.Header, now time.Time) (d time.Duration, ok bool
 var rlPairs = [...]struct {
 	remaining, reset string
 	parse            func(v string, now time.Time) (time.Duration, bool)
+	lane             laneID
+	ms               bool // written to the millisecond (OpenAI's), whatever the value's last figure
 }{
-	{"X-Ratelimit-Remaining-Requests", "X-Ratelimit-Reset-Requests", parseResetDuration},
-	{"X-Ratelimit-Remaining-Tokens", "X-Ratelimit-Reset-Tokens", parseResetDuration},
-	{"Anthropic-Ratelimit-Requests-Remaining", "Anthropic-Ratelimit-Requests-Reset", parseResetTime},
-	{"Anthropic-Ratelimit-Tokens-Remaining", "Anthropic-Ratelimit-Tokens-Reset", parseResetTime},
-	{"Anthropic-Ratelimit-Input-Tokens-Remaining", "Anthropic-Ratelimit-Input-Tokens-Reset", parseResetTime},
-	{"Anthropic-Ratelimit-Output-Tokens-Remaining", "Anthropic-Ratelimit-Output-Tokens-Reset", parseResetTime},
-	{"Ratelimit-Remaining", "Ratelimit-Reset", parseResetSeconds},
+	{"X-Ratelimit-Remaining-Requests", "X-Ratelimit-Reset-Requests", parseResetDuration, laneRequests, true},
+	{"X-Ratelimit-Remaining-Tokens", "X-Ratelimit-Reset-Tokens", parseResetDuration, laneTokens, true},
+	{"Anthropic-Ratelimit-Requests-Remaining", "Anthropic-Ratelimit-Requests-Reset", parseResetTime, laneRequests, false},
+	{"Anthropic-Ratelimit-Tokens-Remaining", "Anthropic-Ratelimit-Tokens-Reset", parseResetTime, laneTokens, false},
+	{"Anthropic-Ratelimit-Input-Tokens-Remaining", "Anthropic-Ratelimit-Input-Tokens-Reset", parseResetTime, laneInput, false},
+	{"Anthropic-Ratelimit-Output-Tokens-Remaining", "Anthropic-Ratelimit-Output-Tokens-Reset", parseResetTime, laneOutput, false},
+	{"Ratelimit-Remaining", "Ratelimit-Reset", parseResetSeconds, laneRequests, false},
 }
 
 // rlStructured is the index in rlFields of the structured RateLimit field;
@@ -309,41 +311,87 @@ func cutUnquoted(s string, sep byte) (before, after string) {
 	return s, ""
 }
 
-// requestCounts reads the provider's request limit, for pacing (R17): limit
-// requests a window, remaining of them left, and the window full again in
-// reset, with the resolution the reset was written at. It reads OpenAI's
-// x-ratelimit-{limit,remaining,reset}-requests, Anthropic's
-// anthropic-ratelimit-requests-{limit,remaining,reset} and the IETF draft's
-// RateLimit-{Limit,Remaining,Reset}; token limits are left out, as they do
-// not count requests. When more than one is given, the slowest wins (of two
-// as slow, the first named here). A count that is negative (Azure's -1) or
-// does not parse leaves its set out.
-func requestCounts(h http.Header, now time.Time) counts {
-	var best counts
+// counts are a provider's count of one limit as it states it: limit units
+// a window, remaining of them left, the window full again in window (at
+// resolution res).
+type counts struct {
+	limit, remaining int64
+	window, res      time.Duration
+	ok               bool
+}
+
+// laneCounts reads the provider's count of each lane, for pacing (R17,
+// R23): OpenAI's x-ratelimit-{limit,remaining,reset}-requests and -tokens,
+// Anthropic's anthropic-ratelimit-{requests,tokens,input-tokens,
+// output-tokens}-{limit,remaining,reset}, and the IETF draft's
+// RateLimit-{Limit,Remaining,Reset} (requests). When a lane has more than
+// one set, the slowest wins (the longest window per unit spent; of two as
+// slow, the first named here), and a set with nothing spent yet says
+// nothing of the rate. A count that is negative (Azure's -1) or does not
+// parse leaves its set out.
+func laneCounts(h http.Header, now time.Time) (out [numLanes]counts) {
 	for _, s := range countSets {
 		c, ok := s.read(h, now)
 		if !ok {
 			continue
 		}
-		// The slowest: the longest window per spent request.
+		best := &out[s.lane]
 		if !best.ok || c.limit > c.remaining && (best.limit <= best.remaining ||
 			float64(c.window)/float64(c.limit-c.remaining) > float64(best.window)/float64(best.limit-best.remaining)) {
-			best = c
+			*best = c
 		}
 	}
-	return best
+	return out
 }
 
-// countSets are the request-count header sets requestCounts reads.
+// requestCounts is the request lane's count (laneCounts).
+func requestCounts(h http.Header, now time.Time) counts {
+	return laneCounts(h, now)[laneRequests]
+}
+
+// countSets are the count header sets laneCounts reads, by lane.
 var countSets = [...]countSet{
-	{"X-Ratelimit-Limit-Requests", "X-Ratelimit-Remaining-Requests", "X-Ratelimit-Reset-Requests", parseResetDuration},
-	{"Anthropic-Ratelimit-Requests-Limit", "Anthropic-Ratelimit-Requests-Remaining", "Anthropic-Ratelimit-Requests-Reset", parseResetTime},
-	{"Ratelimit-Limit", "Ratelimit-Remaining", "Ratelimit-Reset", parseResetSeconds},
+	{laneRequests, "X-Ratelimit-Limit-Requests", "X-Ratelimit-Remaining-Requests", "X-Ratelimit-Reset-Requests", parseResetDuration, true},
+	{laneRequests, "Anthropic-Ratelimit-Requests-Limit", "Anthropic-Ratelimit-Requests-Remaining", "Anthropic-Ratelimit-Requests-Reset", parseResetTime, false},
+	{laneRequests, "Ratelimit-Limit", "Ratelimit-Remaining", "Ratelimit-Reset", parseResetSeconds, false},
+	{laneTokens, "X-Ratelimit-Limit-Tokens", "X-Ratelimit-Remaining-Tokens", "X-Ratelimit-Reset-Tokens", parseResetDuration, true},
+	{laneTokens, "Anthropic-Ratelimit-Tokens-Limit", "Anthropic-Ratelimit-Tokens-Remaining", "Anthropic-Ratelimit-Tokens-Reset", parseResetTime, false},
+	{laneInput, "Anthropic-Ratelimit-Input-Tokens-Limit", "Anthropic-Ratelimit-Input-Tokens-Remaining", "Anthropic-Ratelimit-Input-Tokens-Reset", parseResetTime, false},
+	{laneOutput, "Anthropic-Ratelimit-Output-Tokens-Limit", "Anthropic-Ratelimit-Output-Tokens-Remaining", "Anthropic-Ratelimit-Output-Tokens-Reset", parseResetTime, false},
+}
+
+// laneResets returns, per lane, the reset of an exhausted limit of it
+// (R18's pairs, as ParseRateLimitReset reads them; the IETF structured
+// field counts for the request lane), with the resolution it was written
+// at. Its parts' rules are ParseRateLimitReset's.
+func laneResets(h http.Header, now time.Time) (d, res [numLanes]time.Duration, ok [numLanes]bool) {
+	var f rlFields
+	f.collect(h)
+	for i, p := range rlPairs {
+		remaining, reset := f[2*i].first(), f[2*i+1].first()
+		if !isZeroCount(remaining) || reset == "" {
+			continue
+		}
+		if r, valid := p.parse(reset, now); valid && (!ok[p.lane] || r > d[p.lane]) {
+			d[p.lane], ok[p.lane], res[p.lane] = r, true, resetResolution(reset)
+			if p.ms {
+				res[p.lane] = time.Millisecond
+			}
+		}
+	}
+	for _, line := range f[rlStructured].vals {
+		if r, valid := parseRateLimitField(line); valid && (!ok[laneRequests] || r > d[laneRequests]) {
+			d[laneRequests], ok[laneRequests], res[laneRequests] = r, true, time.Second
+		}
+	}
+	return d, res, ok
 }
 
 type countSet struct {
+	lane                    laneID
 	limit, remaining, reset string
 	parse                   func(v string, now time.Time) (time.Duration, bool)
+	ms                      bool // written to the millisecond (OpenAI's "1s" is 1000 ms), whatever the last figure
 }
 
 func (s countSet) read(h http.Header, now time.Time) (counts, bool) {
@@ -357,7 +405,11 @@ func (s countSet) read(h http.Header, now time.Time) (counts, bool) {
 	if !okL || !okR || !okW {
 		return counts{}, false
 	}
-	return counts{limit: limit, remaining: remaining, window: window, res: resetResolution(wv), ok: true}, true
+	res := resetResolution(wv)
+	if s.ms {
+		res = min(res, time.Millisecond)
+	}
+	return counts{limit: limit, remaining: remaining, window: window, res: res, ok: true}, true
 }
 
 // parseCount reads a plain non-negative integer, saturating.

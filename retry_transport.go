@@ -33,6 +33,7 @@ type config struct {
 	idempotencyKey bool
 	quota          *Quota
 	cooldown       *Cooldown
+	maxWait        time.Duration // no single wait this long or longer (WithMaxWait)
 	customClassify bool // WithClassifier gave one of the caller's own
 	// lean is set by New when a first try needs nothing but the base and a
 	// look at its status: no Observer, idempotency key or try timeout, and
@@ -55,6 +56,7 @@ func New(base http.RoundTripper, opts ...Option) *Transport {
 		clock:      clock.New(),
 		logger:     zap.NewNop(),
 		classify:   Classify,
+		maxWait:    DefaultMaxWait,
 	}}
 	for _, opt := range opts {
 		if opt != nil {
@@ -107,6 +109,30 @@ func WithLogger(l *zap.Logger) Option {
 			l = zap.NewNop()
 		}
 		c.logger = l
+	}
+}
+
+// DefaultMaxWait is the longest single wait a Transport takes by default
+// (WithMaxWait): longer than the reset of any per-minute limit (OpenAI's,
+// Anthropic's and Gemini's TPM and RPM reset within 60 s) with room for a
+// gateway that asks twice that, and far shorter than an hourly or daily
+// quota's, which no call should sleep out.
+const DefaultMaxWait = 5 * time.Minute
+
+// WithMaxWait sets the longest single wait the transport takes (issue 21:
+// one "Retry-After: 1000000000" slept 31.7 years): a wait of d or more is
+// not slept, as a wait that does not fit the deadline is not (R7). The call
+// that got such an ask hands its response back at once (with a Budget, it
+// fails with ErrRateLimited); a Cooldown holds no call that long either: a
+// hold past DefaultMaxWait fails every call it would keep at once with
+// ErrRateLimited, sending nothing, until it ends. The default, and d <= 0,
+// is DefaultMaxWait.
+func WithMaxWait(d time.Duration) Option {
+	return func(c *config) {
+		if d <= 0 {
+			d = DefaultMaxWait
+		}
+		c.maxWait = d
 	}
 }
 
@@ -168,7 +194,7 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	if !c.lean || req == nil || req.URL == nil {
 		return t.roundTrip(req, nil)
 	}
-	if cd := c.cooldown; cd != nil && cd.find(req) != nil {
+	if cd := c.cooldown; cd != nil && cd.find(req, req.Body) != nil {
 		return t.roundTrip(req, nil) // the key is watched: hold or pace first (R17)
 	}
 	// The happy path (R16): the floor (call the base, look at the status)

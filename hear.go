@@ -1,0 +1,272 @@
+package retryhttp
+
+import (
+	"context"
+	"io"
+	"net/http"
+	"strings"
+	"time"
+)
+
+// heard is what one try tells a Cooldown (R17, R18, R23): the server's ask
+// on a failed try (with the resolution of its form), and, on any answer,
+// each lane's count, an exhausted lane's reset, and which limit an error
+// body says a 429 is about.
+type heard struct {
+	limited bool // a 429, or a try the Classifier calls Throttled
+	ok      bool // a success (status below 400): a learned rate may grow
+	// The server's ask on a failed try (R5, R19), and its resolution: what
+	// the true wait may be shorter by (1 s for whole seconds).
+	ask, askRes time.Duration
+	hasAsk      bool
+	counts      [numLanes]counts
+	// The reset of each lane exhausted (R18), and its resolution.
+	reset, resetRes [numLanes]time.Duration
+	hasReset        [numLanes]bool
+	body            laneMask  // the limit the error body names (bodyLimits)
+	sent            time.Time // when the Cooldown let the try go; zero when it did not pace it
+	tk              *ticket   // the try's slot; nil when it was not paced
+}
+
+// heardOf reads what resp, classified class, says for a Cooldown.
+func heardOf(resp *http.Response, class Class, ask time.Duration, hasAsk, askInBody bool, now time.Time) heard {
+	var h heard
+	if resp == nil {
+		return h
+	}
+	h.limited = resp.StatusCode == http.StatusTooManyRequests || class == Throttled
+	h.ok = resp.StatusCode < 400
+	if class != Permanent && hasAsk {
+		h.ask, h.hasAsk = ask, true
+		h.askRes = askResolution(resp.Header, askInBody)
+	}
+	h.reset, h.resetRes, h.hasReset = laneResets(resp.Header, now)
+	h.counts = laneCounts(resp.Header, now)
+	return h
+}
+
+// arms reports whether an answer arms a key nobody watches: a limit, an
+// ask, or an exhausted limit's reset.
+func (h *heard) arms() bool {
+	if h.limited || h.hasAsk && h.ask > 0 {
+		return true
+	}
+	for l := range h.reset {
+		if h.hasReset[l] && h.reset[l] > 0 {
+			return true
+		}
+	}
+	return false
+}
+
+// needsCosts reports whether what the answer says of a token lane needs
+// the call's cost in tokens.
+func (h *heard) needsCosts() bool {
+	for l := laneTokens; l < numLanes; l++ {
+		if h.counts[l].ok || h.hasReset[l] || h.body.has(l) {
+			return true
+		}
+	}
+	return false
+}
+
+// hitLanes is the lanes a limit is about (R23: a 429 cuts or holds only the
+// limit it hit): those its error body names; else those its counts say
+// could not take the send (remaining below its cost) or are exhausted;
+// else, when nothing says, the request lane.
+func (h *heard) hitLanes(costs [numLanes]float64) laneMask {
+	if !h.limited && !(h.hasAsk && h.ask > 0) {
+		return 0
+	}
+	if h.body != 0 {
+		return h.body
+	}
+	var m laneMask
+	for l := range numLanes {
+		if c := h.counts[l]; c.ok && costs[l] > 0 && float64(c.remaining) < costs[l] || h.hasReset[l] {
+			m |= 1 << l
+		}
+	}
+	if m == 0 {
+		m = 1 << laneRequests
+	}
+	return m
+}
+
+// askResolution is how much shorter than it says the server's ask may truly
+// be: an ask in a body (a protobuf duration) is exact, retry-after-ms and a
+// decimal Retry-After are good to the millisecond, and whole seconds or an
+// HTTP-date to the second.
+func askResolution(h http.Header, inBody bool) time.Duration {
+	switch {
+	case inBody:
+		return 0
+	case h.Get("Retry-After-Ms") != "":
+		return time.Millisecond
+	case strings.Contains(h.Get("Retry-After"), "."):
+		return time.Millisecond
+	}
+	return time.Second
+}
+
+// hear records what an answer for req says. e is req's entry, nil when its
+// key was not watched; an answer that limits arms the key. costs gives the
+// call's cost when the answer needs it; body is closed if the key function
+// panics.
+func (c *Cooldown) hear(ctx context.Context, req *http.Request, e *cooling, now time.Time, h heard, costs func() [numLanes]float64, body io.Closer) {
+	if e == nil {
+		if !h.arms() {
+			return // free flow, nothing to arm: no lock (R16)
+		}
+		key := c.keyOf(req, body)
+		if key == "" {
+			return
+		}
+		if e = c.arm(key, now); e == nil {
+			return // bounded memory: this key goes unshared
+		}
+	}
+	if e.isGone() {
+		// Swept while the try was out (an answer after 10 s, the sweep at
+		// 5 s): what it says goes to the key as it is now, not to an entry
+		// nobody looks at (issue 21).
+		if e = c.arm(e.key, now); e == nil {
+			return
+		}
+	}
+	cost := [numLanes]float64{1}
+	switch {
+	case h.tk != nil:
+		cost = h.tk.costs
+	case h.needsCosts():
+		cost = costs()
+	}
+	c.news(ctx, e, now, h, cost)
+}
+
+func (e *cooling) isGone() bool {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.gone
+}
+
+// news applies the policy to what an answer says of each lane of e's key
+// (hearLane), and has the Store do what it decided: at once when the
+// provider limited or held the key (the other calls, and other processes,
+// must know now), else with the next take (R24: a paced send costs one
+// round trip; the in-process Store has no round trip to save).
+func (c *Cooldown) news(ctx context.Context, e *cooling, now time.Time, h heard, cost [numLanes]float64) {
+	e.mu.Lock()
+	st := e.st
+	ops, urgent := newsOps(&st, now, h, cost)
+	if len(ops) == 0 {
+		e.mu.Unlock()
+		return
+	}
+	urgent = urgent || st.Seq == 0 || !c.shared
+	if !urgent && len(e.pending) < maxPending {
+		e.addPending(ops, now)
+		e.mu.Unlock()
+		return
+	}
+	ops = append(e.takePending(now), ops...)
+	e.mu.Unlock()
+	c.apply(context.WithoutCancel(ctx), e, ops)
+}
+
+// newsOps is what the policy makes of h for each lane of st, as Store ops,
+// and whether any of them is a limit or a hold.
+func newsOps(st *StoreState, now time.Time, h heard, cost [numLanes]float64) (ops []StoreOp, urgent bool) {
+	hit := h.hitLanes(cost)
+	for l := range numLanes {
+		s := &st.Lanes[l]
+		r := decodeRates(s.Rates)
+		n := laneNews{counts: h.counts[l], hit: hit.has(l), ok: h.ok, cost: cost[l], sent: h.sent,
+			reset: h.reset[l], resetRes: h.resetRes[l], hasReset: h.hasReset[l]}
+		if n.hit {
+			n.ask, n.askRes, n.hasAsk = h.ask, h.askRes, h.hasAsk
+			n.explained = n.counts.ok && float64(n.counts.remaining) < max(cost[l], 1)
+		}
+		if h.tk != nil && h.tk.charged.has(l) {
+			n.paced, n.gen = true, h.tk.gen[l]
+		}
+		if !n.counts.ok && !n.hit && !n.hasReset && !(n.ok && r.per() > 0) {
+			continue // nothing said of this lane
+		}
+		quiet := maxDuration
+		if !s.Limited.IsZero() {
+			quiet = now.Sub(s.Limited)
+		}
+		eff := hearLane(r, now, quiet, n)
+		if eff.changed {
+			ops = append(ops, StoreOp{Kind: StoreRates, Lane: int(l), Version: s.Version,
+				Per: eff.rates.per(), Burst: eff.rates.burst(), Rates: eff.rates.encode()})
+		}
+		if eff.limited {
+			ops, urgent = append(ops, StoreOp{Kind: StoreLimited, Lane: int(l)}), true
+		}
+		if !eff.hold.IsZero() && eff.hold.After(s.Until) {
+			ops = append(ops, StoreOp{Kind: StoreHold, Lane: int(l), For: eff.hold.Sub(now), Refuse: eff.refuse})
+			urgent = true
+		}
+		if !eff.full.IsZero() && eff.rates.per() > 0 {
+			op := StoreOp{Kind: StoreCorrect, Lane: int(l), For: eff.full.Sub(now)}
+			if n.paced {
+				op.Mark, op.Shift = h.tk.mark[l], h.tk.shiftAt[l]
+			}
+			ops = append(ops, op)
+		}
+	}
+	return ops, urgent
+}
+
+// pendingOp is news kept for the next take, computed at at.
+type pendingOp struct {
+	op StoreOp
+	at time.Time
+}
+
+// addPending keeps ops, computed at now, for the next take: one rates op
+// per lane (the newest, over the version the first was computed from), and
+// e's rates as they will be, so that the next answer's policy starts from
+// them. e.mu is held.
+func (e *cooling) addPending(ops []StoreOp, now time.Time) {
+	for _, op := range ops {
+		if op.Kind == StoreRates {
+			s := &e.st.Lanes[op.Lane]
+			s.Per, s.Burst, s.Rates = op.Per, op.Burst, op.Rates
+			if i := e.pendingRates(op.Lane); i >= 0 {
+				op.Version = e.pending[i].op.Version
+				e.pending[i].op = op
+				continue
+			}
+		}
+		e.pending = append(e.pending, pendingOp{op, now})
+	}
+}
+
+func (e *cooling) pendingRates(lane int) int {
+	for i, p := range e.pending {
+		if p.op.Kind == StoreRates && p.op.Lane == lane {
+			return i
+		}
+	}
+	return -1
+}
+
+// takePending returns the ops kept for the next take, their times from now
+// again, and forgets them. e.mu is held.
+func (e *cooling) takePending(now time.Time) []StoreOp {
+	if len(e.pending) == 0 {
+		return nil
+	}
+	ops := make([]StoreOp, len(e.pending), len(e.pending)+1)
+	for i, p := range e.pending {
+		ops[i] = p.op
+		if p.op.Kind == StoreCorrect || p.op.Kind == StoreHold {
+			ops[i].For -= now.Sub(p.at)
+		}
+	}
+	e.pending = nil
+	return ops
+}

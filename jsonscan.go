@@ -1,0 +1,190 @@
+package retryhttp
+
+// outputCap returns the output cap a JSON request body asks for (R23): the
+// largest of its top-level max_tokens (OpenAI's chat, Anthropic's),
+// max_completion_tokens (OpenAI's reasoning models), max_output_tokens
+// (OpenAI's Responses) and generationConfig.maxOutputTokens (Gemini's,
+// also spelt generation_config.max_output_tokens); 0 when it asks for none.
+// It reads b once, allocating nothing: a scanner that skips every value it
+// does not need, so a 64 KiB prompt costs a pass over its bytes. A body cut
+// short (the first 64 KiB of a longer one) gives what came before the cut;
+// anything that is not JSON gives 0. It never panics.
+func outputCap(b []byte) int64 {
+	s := scanner{b: b}
+	var best int64
+	s.object(func(key []byte) bool {
+		switch string(key) {
+		case "max_tokens", "max_completion_tokens", "max_output_tokens":
+			if n, ok := s.integer(); ok {
+				best = max(best, n)
+			}
+			return true
+		case "generationConfig", "generation_config":
+			if s.peek() == '{' {
+				s.object(func(key []byte) bool {
+					if string(key) == "maxOutputTokens" || string(key) == "max_output_tokens" {
+						if n, ok := s.integer(); ok {
+							best = max(best, n)
+						}
+						return true
+					}
+					return false
+				})
+				return true
+			}
+		}
+		return false
+	})
+	return best
+}
+
+// scanner reads JSON from b at i. Each read reports whether it found what
+// JSON allows there; the first that does not ends the scan.
+type scanner struct {
+	b []byte
+	i int
+}
+
+func (s *scanner) space() {
+	for s.i < len(s.b) {
+		switch s.b[s.i] {
+		case ' ', '\t', '\n', '\r':
+			s.i++
+		default:
+			return
+		}
+	}
+}
+
+// peek is the next byte that is not space, 0 at the end.
+func (s *scanner) peek() byte {
+	s.space()
+	if s.i < len(s.b) {
+		return s.b[s.i]
+	}
+	return 0
+}
+
+// object reads an object, calling f with each key when the scanner is at
+// its value; f reads the value and returns true, or returns false to have
+// it skipped. It reports whether the object was whole.
+func (s *scanner) object(f func(key []byte) bool) bool {
+	if s.peek() != '{' {
+		return false
+	}
+	s.i++
+	if s.peek() == '}' {
+		s.i++
+		return true
+	}
+	for {
+		key, ok := s.str()
+		if !ok || s.peek() != ':' {
+			return false
+		}
+		s.i++
+		if !f(key) && !s.skip() {
+			return false
+		}
+		switch s.peek() {
+		case ',':
+			s.i++
+		case '}':
+			s.i++
+			return true
+		default:
+			return false
+		}
+	}
+}
+
+// str reads a string and returns its raw bytes (escapes left as they are:
+// the keys looked for have none).
+func (s *scanner) str() ([]byte, bool) {
+	if s.peek() != '"' {
+		return nil, false
+	}
+	start := s.i + 1
+	for i := start; i < len(s.b); i++ {
+		switch s.b[i] {
+		case '\\':
+			i++
+		case '"':
+			s.i = i + 1
+			return s.b[start:i], true
+		}
+	}
+	s.i = len(s.b)
+	return nil, false
+}
+
+// integer reads a number and returns it when it is a non-negative integer
+// (saturating); a number of another form is read and not taken.
+func (s *scanner) integer() (int64, bool) {
+	s.space()
+	start := s.i
+	for s.i < len(s.b) && (s.b[s.i] >= '0' && s.b[s.i] <= '9' || s.b[s.i] == '-' || s.b[s.i] == '+' ||
+		s.b[s.i] == '.' || s.b[s.i] == 'e' || s.b[s.i] == 'E') {
+		s.i++
+	}
+	var n int64
+	for _, c := range s.b[start:s.i] {
+		if c < '0' || c > '9' {
+			return 0, false
+		}
+		if n > (1<<62)/10 {
+			n = 1 << 62 // saturating: a cap past 2^62 tokens means "a lot"
+			continue
+		}
+		n = n*10 + int64(c-'0')
+	}
+	return n, s.i > start && s.i < len(s.b) // a number cut by the end of b may be cut short
+}
+
+// skip reads one value of any kind.
+func (s *scanner) skip() bool {
+	switch c := s.peek(); c {
+	case '"':
+		_, ok := s.str()
+		return ok
+	case '{', '[':
+		return s.skipNested()
+	case 0:
+		return false
+	default:
+		start := s.i
+		for s.i < len(s.b) {
+			switch s.b[s.i] {
+			case ',', '}', ']', ' ', '\t', '\n', '\r':
+				return s.i > start
+			}
+			s.i++
+		}
+		return false
+	}
+}
+
+// skipNested reads an object or an array whole, at any depth, counting
+// brackets outside strings.
+func (s *scanner) skipNested() bool {
+	depth := 0
+	for s.i < len(s.b) {
+		switch s.b[s.i] {
+		case '"':
+			if _, ok := s.str(); !ok {
+				return false
+			}
+			continue
+		case '{', '[':
+			depth++
+		case '}', ']':
+			depth--
+			if depth == 0 {
+				s.i++
+				return true
+			}
+		}
+		s.i++
+	}
+	return false
+}

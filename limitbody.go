@@ -1,0 +1,108 @@
+package retryhttp
+
+import (
+	"bytes"
+	"encoding/json"
+	"strings"
+)
+
+// laneMask is a set of lanes.
+type laneMask uint8
+
+func (m laneMask) has(l laneID) bool { return m&(1<<l) != 0 }
+
+// bodyLimits reads which limit a provider's JSON error body says a 429 is
+// about (R23: a 429 cuts or holds only the limit it hit), in each
+// provider's words:
+//
+//   - OpenAI: error.type "tokens" or "requests", or its message's "on
+//     tokens per min (TPM)" / "on requests per min (RPM)";
+//   - Azure OpenAI: "exceeded token rate limit" / "exceeded call rate
+//     limit" in error.message;
+//   - Anthropic: a rate_limit_error whose message names input tokens,
+//     output tokens, tokens or requests;
+//   - Google: a google.rpc.QuotaFailure violation whose quotaId or
+//     quotaMetric names tokens or requests.
+//
+// tooLarge is OpenAI's "Request too large ... on tokens per min": a call
+// asking for more than the whole limit, which can never succeed. Anything
+// else, and any body that is not JSON, says nothing (0, false). It is a
+// pure function and never panics.
+func bodyLimits(body []byte) (hit laneMask, tooLarge bool) {
+	dec := json.NewDecoder(bytes.NewReader(body))
+	dec.UseNumber()
+	var v any
+	if dec.Decode(&v) != nil {
+		return 0, false
+	}
+	envs, _ := v.([]any) // Vertex AI sends an array of envelopes
+	if m, ok := v.(map[string]any); ok {
+		envs = []any{m}
+	}
+	for _, env := range envs {
+		env, _ := env.(map[string]any)
+		e, _ := env["error"].(map[string]any)
+		if e == nil {
+			continue
+		}
+		h, big := errorLimits(e)
+		hit, tooLarge = hit|h, tooLarge || big
+	}
+	return hit, tooLarge
+}
+
+// errorLimits reads one error object of an envelope.
+func errorLimits(e map[string]any) (hit laneMask, tooLarge bool) {
+	typ, _ := e["type"].(string)
+	msg, _ := e["message"].(string)
+	lower := strings.ToLower(msg)
+	switch {
+	case typ == "tokens" || strings.Contains(lower, "tokens per min"):
+		hit |= 1 << laneTokens
+		tooLarge = strings.HasPrefix(lower, "request too large")
+	case typ == "requests" || strings.Contains(lower, "requests per min"):
+		hit |= 1 << laneRequests
+	case strings.Contains(lower, "exceeded token rate limit"):
+		hit |= 1 << laneTokens
+	case strings.Contains(lower, "exceeded call rate limit"):
+		hit |= 1 << laneRequests
+	case typ == "rate_limit_error":
+		hit |= anthropicLimit(lower)
+	}
+	details, _ := e["details"].([]any)
+	for _, d := range details {
+		d, _ := d.(map[string]any)
+		if t, _ := d["@type"].(string); !strings.HasSuffix(t, "google.rpc.QuotaFailure") {
+			continue
+		}
+		violations, _ := d["violations"].([]any)
+		for _, v := range violations {
+			v, _ := v.(map[string]any)
+			id, _ := v["quotaId"].(string)
+			metric, _ := v["quotaMetric"].(string)
+			switch q := strings.ToLower(id + " " + metric); {
+			case strings.Contains(q, "token"):
+				hit |= 1 << laneTokens
+			case strings.Contains(q, "request"):
+				hit |= 1 << laneRequests
+			}
+		}
+	}
+	return hit, tooLarge
+}
+
+// anthropicLimit reads which limit an Anthropic rate_limit_error's message
+// (lowercased) names.
+func anthropicLimit(msg string) laneMask {
+	switch {
+	case strings.Contains(msg, "input tokens"):
+		return 1 << laneInput
+	case strings.Contains(msg, "output tokens"):
+		return 1 << laneOutput
+	case strings.Contains(msg, "tokens"):
+		return 1 << laneTokens
+	case strings.Contains(msg, "request"):
+		return 1 << laneRequests
+	}
+	return 0
+}
