@@ -34,7 +34,7 @@ type config struct {
 	quota          *Quota
 	cooldown       *Cooldown
 	maxWait        time.Duration // no single wait this long or longer (WithMaxWait)
-	customClassify bool // WithClassifier gave one of the caller's own
+	customClassify bool          // WithClassifier gave one of the caller's own
 	// lean is set by New when a first try needs nothing but the base and a
 	// look at its status: no Observer, idempotency key or try timeout, and
 	// the default Classifier (R16).
