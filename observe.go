@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
 )
 
 // Outcome is what the transport did after a try.
@@ -87,6 +88,19 @@ const (
 	msgGivingUp = "llm transient failure — giving up"
 	msgHolding  = "llm rate limit — waiting for cooldown"
 )
+
+// quiet returns l as the transport writes with it: no stack trace and no
+// caller on any entry, whatever l's own options (R14; WithLogger's doc says
+// why). nil is zap.NewNop().
+func quiet(l *zap.Logger) *zap.Logger {
+	if l == nil {
+		return zap.NewNop()
+	}
+	return l.WithOptions(zap.AddStacktrace(noLevel), zap.WithCaller(false))
+}
+
+// noLevel enables no level: zap.AddStacktrace(noLevel) never adds a stack.
+var noLevel = zap.LevelEnablerFunc(func(zapcore.Level) bool { return false })
 
 // logHold writes the Warn entry of a call held by a Cooldown (R17).
 func logHold(l *zap.Logger, r *http.Request, wait time.Duration) {

@@ -100,14 +100,19 @@ func WithClock(clk clock.Clock) Option {
 }
 
 // WithLogger sets the logger that gets a Warn entry per retry and per
-// give-up (R14). The default, and nil, is zap.NewNop().
+// give-up, and one per hold of a Cooldown (R14, R17). The default, and nil,
+// is zap.NewNop().
+//
+// The transport writes to l with no stack trace and no caller, whatever l's
+// options: a retry is expected, not a fault, so it is not worth a stack
+// trace (zap.NewDevelopment's would add some 20 lines to each). The caller
+// would always be the library's own observe.go, and no fixed caller skip
+// reaches the code that made the request (it sits under net/http's Client
+// and often an SDK), so it is dropped, as with zap.WithCaller(false); the
+// entry's method and url say which call it was. l's name, fields, core and
+// hooks are kept.
 func WithLogger(l *zap.Logger) Option {
-	return func(c *config) {
-		if l == nil {
-			l = zap.NewNop()
-		}
-		c.logger = l
-	}
+	return func(c *config) { c.logger = quiet(l) }
 }
 
 // WithClassifier sets what decides whether a try is retried. The default,

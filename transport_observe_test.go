@@ -1,7 +1,9 @@
 package retryhttp
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"io"
 	"net/http"
 	"strings"
@@ -11,6 +13,8 @@ import (
 	"github.com/retryhttp/retryhttp/retryhttptest"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
 )
 
 // TestObserver checks R15: one Attempt per try, in order, before the wait,
@@ -135,5 +139,58 @@ func TestObserverPanicLeaksNothing(t *testing.T) {
 			}
 			assert.Zero(t, budget.Waited(), "nothing stays charged")
 		})
+	}
+}
+
+// TestLogsCarryNoStackOrCaller: a retry is expected, not a fault, so no
+// entry of the transport carries a stack trace or a caller, whatever the
+// logger's config (R14). The logger here is zap.NewDevelopment's config, stack
+// traces at Warn and callers on, writing to a buffer: without the transport's
+// own options each entry below came with some 20 lines of stack and the
+// caller observe.go, which tells a user nothing.
+func TestLogsCarryNoStackOrCaller(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		enc  zapcore.Encoder
+	}{
+		{"console", zapcore.NewConsoleEncoder(zap.NewDevelopmentEncoderConfig())},
+		{"json", zapcore.NewJSONEncoder(zap.NewProductionEncoderConfig())},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var buf bytes.Buffer
+			log, err := zap.NewDevelopmentConfig().Build(zap.WrapCore(func(zapcore.Core) zapcore.Core {
+				return zapcore.NewCore(tc.enc, zapcore.AddSync(&buf), zapcore.DebugLevel)
+			}))
+			require.NoError(t, err)
+			allLogEntryKinds(t, WithLogger(log))
+
+			lines := strings.Split(strings.TrimSuffix(buf.String(), "\n"), "\n")
+			require.Len(t, lines, 3, "one line per entry, no stack trace lines:\n%s", buf.String())
+			for i, want := range []string{msgRetrying, msgGivingUp, msgHolding} {
+				assert.Contains(t, lines[i], want)
+				assert.NotContains(t, lines[i], "observe.go", "entry %d: a caller in the library tells a user nothing", i+1)
+				if tc.name == "json" {
+					var e map[string]any
+					require.NoError(t, json.Unmarshal([]byte(lines[i]), &e))
+					assert.NotContains(t, e, "stacktrace", "entry %d", i+1)
+					assert.NotContains(t, e, "caller", "entry %d", i+1)
+				}
+			}
+		})
+	}
+}
+
+// allLogEntryKinds makes a Transport with opts write one entry of each kind:
+// a retry (a 503), a give-up (a 429 with no retries left, which holds the
+// key for some 20 seconds) and, on the next call, a Cooldown's hold.
+func allLogEntryKinds(t *testing.T, opts ...Option) {
+	t.Helper()
+	_, _, tr := scripted(replies{reply(503), reply(429, "Retry-After", "20"), reply(200)},
+		append([]Option{WithMaxRetries(1), WithCooldown(NewCooldown(nil))}, opts...)...)
+	for _, want := range []int{429, 200} {
+		resp, err := tr.RoundTrip(newRequest(t, context.Background(), "GET", "https://api.example.com/v1/chat", nil))
+		require.NoError(t, err)
+		resp.Body.Close()
+		require.Equal(t, want, resp.StatusCode)
 	}
 }
