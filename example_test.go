@@ -94,7 +94,7 @@ func ExampleWithLogger() {
 	resp.Body.Close()
 	fmt.Println(resp.StatusCode)
 	// Output:
-	// {"level":"warn","msg":"llm transient failure — retrying","attempt":1,"max":2,"status":429,"wait_ms":20,"wait_from":"retry-after","method":"GET","url":"https://api.example.com/v1/chat"}
+	// {"level":"warn","msg":"llm transient failure — retrying","attempt":1,"max":2,"status":429,"wait_ms":20,"wait_from":"retry-after","ask_from":"header","method":"GET","url":"https://api.example.com/v1/chat"}
 	// 200
 }
 

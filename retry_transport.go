@@ -99,9 +99,12 @@ func WithClock(clk clock.Clock) Option {
 	}
 }
 
-// WithLogger sets the logger that gets a Warn entry per retry and per
-// give-up, and one per hold of a Cooldown (R14, R17). The default, and nil,
-// is zap.NewNop().
+// WithLogger sets the logger that gets a Warn entry per retry ("llm
+// transient failure — retrying"), per give-up ("llm transient failure —
+// giving up") and per hold of a Cooldown ("llm rate limit — waiting for
+// cooldown"), with the fields R14 and R17 list: wait_from says which side set
+// a wait, and ask_from, when the server asked for one, whether it asked in a
+// "header" or in a JSON error "body". The default, and nil, is zap.NewNop().
 //
 // The transport writes to l with no stack trace and no caller, whatever l's
 // options: a retry is expected, not a fault, so it is not worth a stack

@@ -86,7 +86,7 @@ func TestLogs(t *testing.T) {
 		{"warn", "llm transient failure — retrying", fields{"attempt": int64(2), "max": int64(2), "status": int64(0), "wait_ms": int64(800),
 			"wait_from": "backoff", "method": "POST", "url": "https://api.example.com/v1/chat", "error": "dial tcp: connection refused"}},
 		{"warn", "llm transient failure — giving up", fields{"reason": "exhausted", "tries": int64(3), "waited_ms": int64(1200), "status": int64(429),
-			"url": "https://api.example.com/v1/chat"}},
+			"ask_from": "header", "url": "https://api.example.com/v1/chat"}},
 	}
 	var got []entry
 	for _, e := range logs.All() {
@@ -193,4 +193,72 @@ func allLogEntryKinds(t *testing.T, opts ...Option) {
 		resp.Body.Close()
 		require.Equal(t, want, resp.StatusCode)
 	}
+}
+
+// geminiAsks2s is a Gemini 429 body that asks for 2 s in its RetryInfo,
+// the way the Gemini SDK's calls see it: no Retry-After header at all.
+const geminiAsks2s = `{"error":{"code":429,"status":"RESOURCE_EXHAUSTED","details":[{"@type":"type.googleapis.com/google.rpc.RetryInfo","retryDelay":"2s"}]}}`
+
+// TestLogsAskFrom: the retry and give-up entries say where the server's ask
+// came from, ask_from "header" or "body", and leave it out when the server
+// asked nothing (R14). wait_from keeps its three values: a body's ask that
+// sets the wait is "retry-after", as a header's is.
+func TestLogsAskFrom(t *testing.T) {
+	gemini := reply(429, "Content-Type", "application/json")
+	gemini.Body = geminiAsks2s
+	type entry struct{ msg, askFrom, waitFrom string } // "" for a field left out
+	for _, tc := range []struct {
+		name   string
+		first  retryhttptest.Reply
+		opts   []Option
+		cancel bool // the caller cancels during the wait
+		want   []entry
+	}{
+		{"retry after a body's retryDelay", gemini, nil, false,
+			[]entry{{msgRetrying, "body", "retry-after"}}},
+		{"retry after Retry-After", reply(429, "Retry-After", "2"), nil, false,
+			[]entry{{msgRetrying, "header", "retry-after"}}},
+		{"retry after retry-after-ms", reply(429, "Retry-After-Ms", "2000"), nil, false,
+			[]entry{{msgRetrying, "header", "retry-after"}}},
+		{"retry after a small ask: the backoff wins, the ask is still told", reply(503, "Retry-After-Ms", "10"), nil, false,
+			[]entry{{msgRetrying, "header", "backoff"}}},
+		{"retry with no ask", reply(503), nil, false,
+			[]entry{{msgRetrying, "", "backoff"}}},
+		{"give up after a body's retryDelay", gemini, []Option{WithMaxRetries(0)}, false,
+			[]entry{{msgGivingUp, "body", ""}}},
+		{"give up after Retry-After", reply(429, "Retry-After", "2"), []Option{WithMaxRetries(0)}, false,
+			[]entry{{msgGivingUp, "header", ""}}},
+		{"give up with no ask", reply(503), []Option{WithMaxRetries(0)}, false,
+			[]entry{{msgGivingUp, "", ""}}},
+		{"canceled during a body's wait", gemini, nil, true,
+			[]entry{{msgRetrying, "body", "retry-after"}, {msgGivingUp, "body", ""}}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			log, logs := logSink()
+			clk, _, tr := scripted(replies{tc.first, reply(200)}, append([]Option{WithLogger(log)}, tc.opts...)...)
+			ctx, cancel := context.WithCancel(context.Background())
+			defer cancel()
+			if tc.cancel {
+				clk.AfterFunc(time.Millisecond, cancel)
+			}
+			if resp, _ := tr.RoundTrip(newRequest(t, ctx, "POST", "https://api.example.com/v1/chat", []byte("{}"))); resp != nil {
+				resp.Body.Close()
+			}
+			var got []entry
+			for _, e := range logs.All() {
+				f := e.ContextMap()
+				got = append(got, entry{e.Message, str(f["ask_from"]), str(f["wait_from"])})
+				if v, ok := f["ask_from"]; ok {
+					assert.IsType(t, "", v, "ask_from is a string")
+				}
+			}
+			assert.Equal(t, tc.want, got)
+		})
+	}
+}
+
+// str is v when it is a string, else "".
+func str(v any) string {
+	s, _ := v.(string)
+	return s
 }
