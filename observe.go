@@ -151,6 +151,22 @@ func (a askSource) appendTo(fields []zap.Field) []zap.Field {
 	return fields
 }
 
+// fields is how many fields appendTo adds: 1 when the server asked.
+func (a askSource) fields() int {
+	if a == askNone {
+		return 0
+	}
+	return 1
+}
+
+// errFields is how many fields an entry gives err: 1 unless it is nil.
+func errFields(err error) int {
+	if err == nil {
+		return 0
+	}
+	return 1
+}
+
 // logRetry writes the Warn entry that makes every retry visible (R14), with
 // ask_from when the try's server asked for a wait.
 func logRetry(l *zap.Logger, r *http.Request, retry, maxRetries, status int, wait time.Duration, from WaitSource, ask askSource, err error) {
@@ -158,7 +174,7 @@ func logRetry(l *zap.Logger, r *http.Request, retry, maxRetries, status int, wai
 	if ce == nil {
 		return
 	}
-	fields := make([]zap.Field, 0, 9) // every field below: one allocation
+	fields := make([]zap.Field, 0, 7+ask.fields()+errFields(err)) // one allocation, no larger than needed
 	fields = append(fields,
 		zap.Int("attempt", retry),
 		zap.Int("max", maxRetries),
@@ -193,7 +209,7 @@ func logGiveUpAfter(l *zap.Logger, r *http.Request, reason Outcome, tries int, w
 	if ce == nil {
 		return
 	}
-	fields := make([]zap.Field, 0, 7) // every field below: one allocation
+	fields := make([]zap.Field, 0, 5+ask.fields()+errFields(err)) // one allocation, no larger than needed
 	fields = append(fields,
 		zap.String("reason", reason.String()),
 		zap.Int("tries", tries),
