@@ -105,6 +105,8 @@ func WithClock(clk clock.Clock) Option {
 // cooldown"), with the fields R14 and R17 list: wait_from says which side set
 // a wait, and ask_from, when the server asked for one, whether it asked in a
 // "header" or in a JSON error "body". The default, and nil, is zap.NewNop().
+// WithSlog does the same for a log/slog Logger; of the two, the last given
+// wins.
 //
 // The transport writes to l with no stack trace and no caller, whatever l's
 // options: a retry is expected, not a fault, so it is not worth a stack

@@ -199,13 +199,19 @@ func allLogEntryKinds(t *testing.T, opts ...Option) {
 // the way the Gemini SDK's calls see it: no Retry-After header at all.
 const geminiAsks2s = `{"error":{"code":429,"status":"RESOURCE_EXHAUSTED","details":[{"@type":"type.googleapis.com/google.rpc.RetryInfo","retryDelay":"2s"}]}}`
 
+// gemini429 is a 429 with the geminiAsks2s body, as JSON.
+func gemini429() retryhttptest.Reply {
+	r := reply(429, "Content-Type", "application/json")
+	r.Body = geminiAsks2s
+	return r
+}
+
 // TestLogsAskFrom: the retry and give-up entries say where the server's ask
 // came from, ask_from "header" or "body", and leave it out when the server
 // asked nothing (R14). wait_from keeps its three values: a body's ask that
 // sets the wait is "retry-after", as a header's is.
 func TestLogsAskFrom(t *testing.T) {
-	gemini := reply(429, "Content-Type", "application/json")
-	gemini.Body = geminiAsks2s
+	gemini := gemini429()
 	type entry struct{ msg, askFrom, waitFrom string } // "" for a field left out
 	for _, tc := range []struct {
 		name   string
