@@ -13,6 +13,7 @@ package retryhttp
 import (
 	"context"
 	"io"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"runtime"
@@ -273,7 +274,8 @@ func (c *benchClock) Timer(d time.Duration) *clock.Timer {
 
 // BenchmarkRetryOnce is one call that gets a 503 and then a 200: one backoff
 // (on benchClock, so no real wait), a drain, a clone. logger adds a zap JSON
-// logger writing to io.Discard, to show what the R14 Warn entry costs.
+// logger writing to io.Discard, to show what the R14 Warn entry costs; slog
+// the same through WithSlog and a slog JSON Handler.
 func BenchmarkRetryOnce(b *testing.B) {
 	discard := zap.New(zapcore.NewCore(
 		zapcore.NewJSONEncoder(zap.NewProductionEncoderConfig()), zapcore.AddSync(io.Discard), zapcore.WarnLevel))
@@ -283,6 +285,7 @@ func BenchmarkRetryOnce(b *testing.B) {
 	}{
 		{"default", nil},
 		{"logger", []Option{WithLogger(discard)}},
+		{"slog", []Option{WithSlog(slog.New(slog.NewJSONHandler(io.Discard, nil)))}},
 	} {
 		b.Run(bc.name, func(b *testing.B) {
 			base := &benchFlaky{fail: benchResponse(http.StatusServiceUnavailable), ok: benchResponse(http.StatusOK)}

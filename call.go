@@ -249,7 +249,7 @@ func (c *call) stop() (*http.Response, error) {
 		}
 		return nil, c.p.fail(Done, r.safeErr)
 	}
-	logGiveUp(c.cfg.logger, c.req, r.d.outcome, r.try, c.p.waited, r.status, r.safeErr)
+	logGiveUpAfter(c.cfg.logger, c.req, r.d.outcome, r.try, c.p.waited, r.status, askOf(r.hasAsk, r.inBody), r.safeErr)
 	if r.d.rateLimited {
 		if r.resp != nil {
 			discard(c.ctx, r.resp, bodyTimeout) // no wait follows (R10)
@@ -272,7 +272,7 @@ func (c *call) stop() (*http.Response, error) {
 // ends first ends the call, and the Budget gets back what was not waited.
 func (c *call) wait() error {
 	r := &c.r
-	logRetry(c.cfg.logger, c.req, r.try, c.cfg.maxRetries, r.status, r.d.wait, r.d.from, r.safeErr)
+	logRetry(c.cfg.logger, c.req, r.try, c.cfg.maxRetries, r.status, r.d.wait, r.d.from, askOf(r.hasAsk, r.inBody), r.safeErr)
 	var unused time.Duration
 	ok := true
 	if r.resp != nil {
@@ -293,7 +293,7 @@ func (c *call) wait() error {
 		}
 		c.p.waited += r.d.wait - unused
 		closeBody(r.body)
-		logGiveUp(c.cfg.logger, c.req, Canceled, r.try, c.p.waited, r.status, c.ctx.Err())
+		logGiveUpAfter(c.cfg.logger, c.req, Canceled, r.try, c.p.waited, r.status, askOf(r.hasAsk, r.inBody), c.ctx.Err())
 		return c.p.fail(Canceled, c.ctx.Err())
 	}
 	c.p.waited += r.d.wait

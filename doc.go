@@ -46,7 +46,9 @@
 // # Seeing the retries
 //
 // The logger (WithLogger) gets a zap Warn entry before every wait and when
-// the transport gives up after a failed try; an [Observer] (WithObserver)
+// the transport gives up after a failed try (a program that logs with
+// log/slog gives its *slog.Logger to WithSlog instead, for the same entries
+// as slog records); an [Observer] (WithObserver)
 // gets an [Attempt] for every try, before any wait. An [*Error] says why the
 // transport stopped (an [Outcome]) and unwraps to the cause. [ResendCount]
 // tells a RoundTripper below the retries how many tries of the call went

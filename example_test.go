@@ -5,8 +5,10 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"os"
 	"strings"
 	"sync/atomic"
 	"time"
@@ -94,7 +96,38 @@ func ExampleWithLogger() {
 	resp.Body.Close()
 	fmt.Println(resp.StatusCode)
 	// Output:
-	// {"level":"warn","msg":"llm transient failure — retrying","attempt":1,"max":2,"status":429,"wait_ms":20,"wait_from":"retry-after","method":"GET","url":"https://api.example.com/v1/chat"}
+	// {"level":"warn","msg":"llm transient failure — retrying","attempt":1,"max":2,"status":429,"wait_ms":20,"wait_from":"retry-after","ask_from":"header","method":"GET","url":"https://api.example.com/v1/chat"}
+	// 200
+}
+
+// A program that logs with log/slog gets the same entries as slog records.
+// Here the provider asks for its wait in a JSON error body, as Gemini does:
+// ask_from says so.
+func ExampleWithSlog() {
+	ask := retryhttptest.Status(429, "Content-Type", "application/json")
+	ask.Body = `{"error":{"code":429,"status":"RESOURCE_EXHAUSTED","details":[` +
+		`{"@type":"type.googleapis.com/google.rpc.RetryInfo","retryDelay":"0.020s"}]}}`
+	base := retryhttptest.NewScript(ask, retryhttptest.Status(200))
+	log := slog.New(slog.NewTextHandler(os.Stdout, &slog.HandlerOptions{
+		ReplaceAttr: func(groups []string, a slog.Attr) slog.Attr {
+			if a.Key == slog.TimeKey && len(groups) == 0 {
+				return slog.Attr{} // no time, for the example's output
+			}
+			return a
+		},
+	}))
+	client := &http.Client{Transport: retryhttp.New(base, retryhttp.WithSlog(log),
+		retryhttp.WithBackoff(retryhttp.Backoff{Base: time.Millisecond}))}
+
+	resp, err := client.Get("https://user:secret@api.example.com/v1/chat?key=sk-123")
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	resp.Body.Close()
+	fmt.Println(resp.StatusCode)
+	// Output:
+	// level=WARN msg="llm transient failure — retrying" attempt=1 max=2 status=429 wait_ms=20 wait_from=retry-after ask_from=body method=GET url=https://api.example.com/v1/chat
 	// 200
 }
 

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
 )
 
 // Outcome is what the transport did after a try.
@@ -88,6 +89,19 @@ const (
 	msgHolding  = "llm rate limit — waiting for cooldown"
 )
 
+// quiet returns l as the transport writes with it: no stack trace and no
+// caller on any entry, whatever l's own options (R14; WithLogger's doc says
+// why). nil is zap.NewNop().
+func quiet(l *zap.Logger) *zap.Logger {
+	if l == nil {
+		return zap.NewNop()
+	}
+	return l.WithOptions(zap.AddStacktrace(noLevel), zap.WithCaller(false))
+}
+
+// noLevel enables no level: zap.AddStacktrace(noLevel) never adds a stack.
+var noLevel = zap.LevelEnablerFunc(func(zapcore.Level) bool { return false })
+
 // logHold writes the Warn entry of a call held by a Cooldown (R17).
 func logHold(l *zap.Logger, r *http.Request, wait time.Duration) {
 	ce := l.Check(zap.WarnLevel, msgHolding)
@@ -102,21 +116,77 @@ func logHold(l *zap.Logger, r *http.Request, wait time.Duration) {
 	)
 }
 
-// logRetry writes the Warn entry that makes every retry visible (R14).
-func logRetry(l *zap.Logger, r *http.Request, retry, maxRetries, status int, wait time.Duration, from WaitSource, err error) {
+// askSource says where the server's ask for a wait came from, for the
+// ask_from field (R14). wait_from only says which side set the wait, and a
+// JSON body's retryDelay sets it as "retry-after" when no Retry-After header
+// was sent (the Gemini SDK's case): ask_from tells the two apart.
+type askSource uint8
+
+const (
+	askNone   askSource = iota // the server asked nothing: no ask_from
+	askHeader                  // Retry-After or retry-after-ms (R5)
+	askBody                    // a JSON error body's retryDelay (R19)
+)
+
+// askOf is where a try's ask came from: hasAsk and inBody as readAsk left
+// them.
+func askOf(hasAsk, inBody bool) askSource {
+	switch {
+	case !hasAsk:
+		return askNone
+	case inBody:
+		return askBody
+	}
+	return askHeader
+}
+
+// appendTo adds the ask_from field to fields when the server asked.
+func (a askSource) appendTo(fields []zap.Field) []zap.Field {
+	switch a {
+	case askHeader:
+		return append(fields, zap.String("ask_from", "header"))
+	case askBody:
+		return append(fields, zap.String("ask_from", "body"))
+	}
+	return fields
+}
+
+// fields is how many fields appendTo adds: 1 when the server asked.
+func (a askSource) fields() int {
+	if a == askNone {
+		return 0
+	}
+	return 1
+}
+
+// errFields is how many fields an entry gives err: 1 unless it is nil.
+func errFields(err error) int {
+	if err == nil {
+		return 0
+	}
+	return 1
+}
+
+// logRetry writes the Warn entry that makes every retry visible (R14), with
+// ask_from when the try's server asked for a wait.
+func logRetry(l *zap.Logger, r *http.Request, retry, maxRetries, status int, wait time.Duration, from WaitSource, ask askSource, err error) {
 	ce := l.Check(zap.WarnLevel, msgRetrying)
 	if ce == nil {
 		return
 	}
-	fields := []zap.Field{
+	fields := make([]zap.Field, 0, 7+ask.fields()+errFields(err)) // one allocation, no larger than needed
+	fields = append(fields,
 		zap.Int("attempt", retry),
 		zap.Int("max", maxRetries),
 		zap.Int("status", status),
 		zap.Int64("wait_ms", wait.Milliseconds()),
 		zap.String("wait_from", from.String()),
+	)
+	fields = ask.appendTo(fields)
+	fields = append(fields,
 		zap.String("method", r.Method),
 		zap.String("url", safeURL(r.URL)),
-	}
+	)
 	if err != nil {
 		// The text only: zap.Error would add errorVerbose, the error's %+v,
 		// which scrub cannot see into.
@@ -125,20 +195,29 @@ func logRetry(l *zap.Logger, r *http.Request, retry, maxRetries, status int, wai
 	ce.Write(fields...)
 }
 
-// logGiveUp writes the one Warn entry of a call that stops after a Transient
-// or Throttled try (R14).
+// logGiveUp writes the give-up entry of a call that stops before a try is
+// sent (a Cooldown's hold, hold.go): no server asked anything of it.
 func logGiveUp(l *zap.Logger, r *http.Request, reason Outcome, tries int, waited time.Duration, status int, err error) {
+	logGiveUpAfter(l, r, reason, tries, waited, status, askNone, err)
+}
+
+// logGiveUpAfter writes the one Warn entry of a call that stops after a
+// Transient or Throttled try (R14), with ask_from when that try's server
+// asked for a wait.
+func logGiveUpAfter(l *zap.Logger, r *http.Request, reason Outcome, tries int, waited time.Duration, status int, ask askSource, err error) {
 	ce := l.Check(zap.WarnLevel, msgGivingUp)
 	if ce == nil {
 		return
 	}
-	fields := []zap.Field{
+	fields := make([]zap.Field, 0, 5+ask.fields()+errFields(err)) // one allocation, no larger than needed
+	fields = append(fields,
 		zap.String("reason", reason.String()),
 		zap.Int("tries", tries),
 		zap.Int64("waited_ms", waited.Milliseconds()),
 		zap.Int("status", status),
-		zap.String("url", safeURL(r.URL)),
-	}
+	)
+	fields = ask.appendTo(fields)
+	fields = append(fields, zap.String("url", safeURL(r.URL)))
 	if err != nil {
 		// The text only: zap.Error would add errorVerbose, the error's %+v,
 		// which scrub cannot see into.

@@ -101,15 +101,25 @@ func WithClock(clk clock.Clock) Option {
 	}
 }
 
-// WithLogger sets the logger that gets a Warn entry per retry and per
-// give-up (R14). The default, and nil, is zap.NewNop().
+// WithLogger sets the logger that gets a Warn entry per retry ("llm
+// transient failure — retrying"), per give-up ("llm transient failure —
+// giving up") and per hold of a Cooldown ("llm rate limit — waiting for
+// cooldown"), with the fields R14 and R17 list: wait_from says which side set
+// a wait, and ask_from, when the server asked for one, whether it asked in a
+// "header" or in a JSON error "body". The default, and nil, is zap.NewNop().
+// WithSlog does the same for a log/slog Logger; of the two, the last given
+// wins.
+//
+// The transport writes to l with no stack trace and no caller, whatever l's
+// options: a retry is expected, not a fault, so it is not worth a stack
+// trace (zap.NewDevelopment's would add some 20 lines to each). The caller
+// would always be the library's own observe.go, and no fixed caller skip
+// reaches the code that made the request (it sits under net/http's Client
+// and often an SDK), so it is dropped, as with zap.WithCaller(false); the
+// entry's method and url say which call it was. l's name, fields, core and
+// hooks are kept.
 func WithLogger(l *zap.Logger) Option {
-	return func(c *config) {
-		if l == nil {
-			l = zap.NewNop()
-		}
-		c.logger = l
-	}
+	return func(c *config) { c.logger = quiet(l) }
 }
 
 // DefaultMaxWait is the longest single wait a Transport takes by default
