@@ -188,7 +188,9 @@ func TestCooldownHoldKeepsTheQueueSpaced(t *testing.T) {
 			// explain it): the sends waiting keep at least their spacing.
 			assert.GreaterOrEqual(t, log.at[i]-log.at[i-1], 100*ms, "send %d: a slot apart, no burst when the hold ends", i)
 		}
-		assert.Less(t, log.at[10], 3*s+100*ms, "moved on by the hold and the retry's slot, no more")
+		// Moved on by the hold and the retry's slot, and stretched to the
+		// slowed rate (117.6 ms a send), no more.
+		assert.Less(t, log.at[10], 3*s+300*ms)
 	})
 }
 
@@ -245,11 +247,13 @@ func TestCooldownLogsAHoldOverWaitingCalls(t *testing.T) {
 			// explain it); the retry takes its slot on the schedule's grid.
 			assert.GreaterOrEqual(t, log.at[i]-log.at[i-1], 100*ms, "send %d: a slot apart", i)
 		}
-		assert.Less(t, log.at[4], 800*ms, "calls 2 and 3 moved on by the hold and the retry's slot, no more")
+		// Calls 2 and 3 moved on by the hold and the retry's slot, and
+		// stretched to the slowed rate, no more.
+		assert.Less(t, log.at[4], time.Second)
 		holds := logs.FilterMessage(msgHolding).All()
 		require.Len(t, holds, 2, "calls 2 and 3")
 		for _, h := range holds {
-			assert.Equal(t, int64(300), h.ContextMap()["wait_ms"])
+			assert.GreaterOrEqual(t, h.ContextMap()["wait_ms"], int64(300), "the hold, and the queue stretched to the slower rate")
 		}
 	})
 }
@@ -274,7 +278,7 @@ func TestCooldownPacesTheCallThatArmedIt(t *testing.T) {
 		callsAt(t, tr, 0, 500*time.Microsecond)
 		require.Equal(t, []string{"0", "0", "1"}, log.calls, "call 0's retry goes before call 1, which was waiting")
 		assert.GreaterOrEqual(t, log.at[1], 100*time.Millisecond, "the retry waited for the bucket to hold a request")
-		assert.GreaterOrEqual(t, log.at[2]-log.at[1], 100*time.Millisecond, "call 1 a slot after it")
+		assert.GreaterOrEqual(t, log.at[2], 200*time.Millisecond, "call 1 once the provider's bucket has refilled a second request")
 	})
 }
 

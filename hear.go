@@ -135,11 +135,11 @@ func (c *Cooldown) hear(ctx context.Context, req *http.Request, e *cooling, now 
 		}
 	}
 	cost := [numLanes]float64{1}
-	switch {
-	case h.tk != nil:
+	if h.tk != nil {
 		cost = h.tk.costs
-	case h.needsCosts():
-		cost = costs()
+	}
+	if h.needsCosts() && cost[laneTokens]+cost[laneInput]+cost[laneOutput] == 0 {
+		cost = costs() // a token lane is heard of for the first time
 	}
 	c.news(ctx, e, now, h, cost)
 }
@@ -188,7 +188,7 @@ func newsOps(st *StoreState, now time.Time, h heard, cost [numLanes]float64) (op
 			n.explained = n.counts.ok && float64(n.counts.remaining) < max(cost[l], 1)
 		}
 		if h.tk != nil && h.tk.charged.has(l) {
-			n.paced, n.gen = true, h.tk.gen[l]
+			n.paced, n.gen, n.pacedPer = true, h.tk.gen[l], h.tk.charge[l]/max(cost[l], 1)
 		}
 		if !n.counts.ok && !n.hit && !n.hasReset && !(n.ok && r.per() > 0) {
 			continue // nothing said of this lane
@@ -212,7 +212,7 @@ func newsOps(st *StoreState, now time.Time, h heard, cost [numLanes]float64) (op
 		if !eff.full.IsZero() && eff.rates.per() > 0 {
 			op := StoreOp{Kind: StoreCorrect, Lane: int(l), For: eff.full.Sub(now)}
 			if n.paced {
-				op.Mark, op.Shift = h.tk.mark[l], h.tk.shiftAt[l]
+				op.Mark, op.Moved = h.tk.mark[l], h.tk.movedAt[l]
 			}
 			ops = append(ops, op)
 		}

@@ -2,6 +2,7 @@ package retryhttp
 
 import (
 	"context"
+	"math"
 	"time"
 )
 
@@ -20,9 +21,14 @@ type ticket struct {
 	mark     [numLanes]time.Time
 	shiftAt  [numLanes]time.Duration
 	pushedAt [numLanes]time.Duration
-	charge   [numLanes]float64
-	gen      [numLanes]uint32
-	retry    bool // a retry's: the retries let in after it go after it
+	movedAt  [numLanes]time.Duration
+	// queued is the part of the send's wait for its slot that the sends
+	// before it make, at the lane's rate perAt: a cut since stretches it.
+	queued [numLanes]time.Duration
+	perAt  [numLanes]float64
+	charge [numLanes]float64
+	gen    [numLanes]uint32
+	retry  bool // a retry's: the retries let in after it go after it
 }
 
 // hold waits, before every try, for what the Cooldown imposes on the call's
@@ -196,8 +202,16 @@ func (c *Cooldown) take(ctx context.Context, e *cooling, now time.Time, costs [n
 			continue
 		}
 		tk.charged |= 1 << l
-		tk.mark[l], tk.shiftAt[l], tk.pushedAt[l] = s.Next, s.Shift, s.Pushed
+		tk.mark[l], tk.shiftAt[l], tk.pushedAt[l], tk.movedAt[l] = s.Next, s.Shift, s.Pushed, s.Moved
+		if retry {
+			// A retry goes before the sends waiting, so the schedule's end
+			// after it counts sends the provider has not seen when it
+			// answers: its count may only move the schedule later.
+			tk.mark[l] = time.Time{}
+		}
 		tk.charge[l], tk.gen[l] = costs[l]*s.Per, decodeRates(s.Rates).gen
+		ready := addNs(s.Next, math.Min(tk.charge[l], s.Burst)-s.Burst-tk.charge[l])
+		tk.queued[l], tk.perAt[l] = max(ready.Sub(st.Now), 0), s.Per
 	}
 	return st.Wait, tk, true
 }
@@ -230,8 +244,8 @@ func (e *cooling) held(now time.Time, tk *ticket) bool {
 }
 
 // more is what a send holding tk must still wait at now: the rest of a hold
-// armed since it took its slot, and what holds, corrections and retries let
-// in before it moved the schedule on since; fromHold when a hold is in it.
+// armed since it took its slot, and what holds and retries let in before it
+// moved the schedule on since; fromHold when a hold is in it.
 // tk is brought up to date.
 func (e *cooling) more(now time.Time, tk *ticket) (w time.Duration, fromHold bool) {
 	e.mu.Lock()
@@ -251,6 +265,14 @@ func (e *cooling) more(now time.Time, tk *ticket) (w time.Duration, fromHold boo
 		fromHold = fromHold || moved > 0
 		if !tk.retry {
 			moved += s.Pushed - tk.pushedAt[l]
+		}
+		if s.Per > tk.perAt[l] && tk.perAt[l] > 0 {
+			// The rate was cut since: the sends before it are paced at
+			// the new one (StoreLane.setRates).
+			stretch := durNs(float64(tk.queued[l]) * (s.Per/tk.perAt[l] - 1))
+			moved += stretch
+			tk.queued[l] += stretch
+			tk.perAt[l] = s.Per
 		}
 		w = max(w, moved)
 		tk.shiftAt[l], tk.pushedAt[l] = s.Shift, s.Pushed

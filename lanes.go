@@ -47,10 +47,12 @@ type StoreLane struct {
 	// may go once the bucket holds c: at Next + min(c, Burst) − Burst.
 	Next time.Time
 	// Shift is how far the sends waiting for their slots have been moved
-	// on by holds and corrections; Pushed, by retries let in before them.
-	// A waiting send compares them with what they were at its take.
-	Shift, Pushed time.Duration
-	RetryNext     time.Time // the earliest slot the next retry may take
+	// on by holds; Pushed, by retries let in before them. A waiting send
+	// compares them with what they were at its take. Moved is how far Next
+	// has moved but by takes (holds and corrections): a correction reads a
+	// send's mark as moved on by it since.
+	Shift, Pushed, Moved time.Duration
+	RetryNext            time.Time // the earliest slot the next retry may take
 	// Per is the time one unit takes to refill, in nanoseconds (a token's
 	// can be far below one): 0 when the lane is not paced. Burst is what
 	// the bucket holds, in the same time (τ): 0 paces one send after the
@@ -160,6 +162,7 @@ func (s *StoreLane) holdTo(now, u time.Time, refuse bool) bool {
 		d := u.Sub(from)
 		s.Next = s.Next.Add(d)
 		s.Shift += d
+		s.Moved += d
 	}
 	s.Refuse = refuse || s.Refuse && s.Until.After(now)
 	s.Until = u
@@ -168,29 +171,44 @@ func (s *StoreLane) holdTo(now, u time.Time, refuse bool) bool {
 
 // correct sets the schedule by the provider's count (R23: the provider's
 // count is the truth, estimates fill in between answers): its bucket is
-// full again at full, as of the send whose take left tat at mark, when the
-// lane's shift was shiftAt. What the count says against the schedule as it
-// stood after that send moves the schedule now; when the provider has less
-// than the schedule thought, the sends waiting move on too (their slots
-// were early). A send that was not paced (zero mark) only moves the
-// schedule later.
-func (s *StoreLane) correct(full, mark time.Time, shiftAt time.Duration) bool {
+// full again at full, as of the send whose take left Next at mark, when the
+// lane's Moved was movedAt. What the count says against the schedule as it
+// stood after that send moves Next now, either way; the sends already
+// waiting keep their slots (a count is rounded down to a whole unit:
+// moving them on by every rounding moved the queue later and later). A
+// send that was not paced (zero mark) only moves Next later.
+func (s *StoreLane) correct(full, mark time.Time, movedAt time.Duration) bool {
 	if mark.IsZero() {
 		if !full.After(s.Next) {
 			return false
 		}
+		s.Moved += full.Sub(s.Next)
 		s.Next = full
 		return true
 	}
-	d := full.Sub(mark.Add(s.Shift - shiftAt))
+	d := full.Sub(mark.Add(s.Moved - movedAt))
 	if d == 0 {
 		return false
 	}
 	s.Next = s.Next.Add(d)
-	if d > 0 {
-		s.Shift += d
-	}
+	s.Moved += d
 	return true
+}
+
+// setRates sets the lane's rate at now. A rate cut while sends wait for
+// their slots stretches their schedule by as much, each send its wait in
+// the queue (more), the schedule's end as a whole: paced at the old rate,
+// the queue would go on emptying the provider's bucket (issue 22: a
+// learned rate's first guess, cut three times, had each time a queue of
+// 64 sends refused at the old rate).
+func (s *StoreLane) setRates(now time.Time, per, burst float64, rates string) {
+	if s.Per > 0 && per > s.Per && s.Next.After(now) {
+		d := durNs(float64(s.Next.Sub(now)) * (per/s.Per - 1))
+		s.Next = s.Next.Add(d)
+		s.Moved += d
+	}
+	s.Per, s.Burst, s.Rates = per, burst, rates
+	s.Version++
 }
 
 // untake gives back the charge of a send whose take left tat at mark and

@@ -28,6 +28,7 @@ type rates struct {
 	limit   float64 // the units the bucket holds, from counts; 0: unknown
 	mean    float64 // the mean cost of the lane's sends, units
 	ramp    bool    // the learned rate grows fast (TCP's slow start) until its first cut
+	fast    bool    // it grows fast again: the provider has not limited it for quietAfter
 	gen     uint32  // the rate's generation: a 429 to a send slotted at an older one says nothing of it
 }
 
@@ -41,6 +42,11 @@ const (
 	// 429s halve it: a guess too fast costs a few 429s, one too slow a
 	// queue of calls slotted at it.
 	firstInterval = 5 * time.Millisecond
+	// firstTokenInterval is the same guess for a token lane, per send of
+	// the refused send's cost: 50 such sends a second. 200 (the request
+	// lane's) cost a storm of 429s while the first cuts found the rate
+	// (pace_sim_test.go: 20% of the requests, against 5% at 50).
+	firstTokenInterval = 20 * time.Millisecond
 	// minInterval bounds the rate a lane may grow to: 10,000 sends a
 	// second (of its mean cost, on a token lane).
 	minInterval = 100 * time.Microsecond
@@ -74,6 +80,9 @@ const (
 	cutBy    = 1 / 0.85
 	rampCut  = 2
 	cutPause = 4 // a cut pauses the lane this many sends (of its mean cost)
+	// growSpan: a success grows the rate when its send was paced at most
+	// this much slower than the rate now (grow).
+	growSpan = 1.1
 	// quietAfter: a lane whose provider has not limited it for this long
 	// ramps again, and a key none of whose lanes has anything left to say
 	// goes: it flows freely again.
@@ -85,6 +94,9 @@ const (
 	// exactRes: counts whose window is at least this many resolutions long
 	// are trusted as the rate; a coarser window only bounds it.
 	exactRes = 8
+	// wordDecay lets the slowest recent word of the provider down a little
+	// with each answer (hearCounts).
+	wordDecay = 0.99
 )
 
 // per is the lane's time per unit, in ns: 0 when it is not paced.
@@ -101,6 +113,9 @@ func (r rates) per() float64 {
 // burst is what the lane's bucket holds, in ns of refill: the provider's
 // limit when its counts state one, else 0 (one send after the other).
 func (r rates) burst() float64 {
+	if r.word == 0 {
+		return 0
+	}
 	return r.limit * r.per()
 }
 
@@ -127,6 +142,7 @@ type laneNews struct {
 	cost            float64   // the send's units on the lane; 0: it did not count
 	paced           bool      // the send was given a slot on the lane, at rate generation gen
 	gen             uint32    //
+	pacedPer        float64   // the time per unit it was paced at, ns
 	sent            time.Time // when the send went (the answer's instant when unknown)
 }
 
@@ -176,7 +192,7 @@ func hearLane(r rates, now time.Time, quiet time.Duration, n laneNews) laneEffec
 	case n.hit:
 		e.limit(now, n)
 	case n.ok && e.rates.per() > 0:
-		e.grow(quiet)
+		e.grow(quiet, n)
 	}
 	e.rates.bound()
 	e.changed = !sameButMean(e.rates, r)
@@ -184,18 +200,14 @@ func hearLane(r rates, now time.Time, quiet time.Duration, n laneNews) laneEffec
 	if !n.sent.IsZero() && n.sent.Before(now) {
 		from = n.sent
 	}
-	level := e.rates.limit > 0 && e.rates.per() > 0
+	level := e.rates.limit > 0 && e.rates.word > 0
 	switch c := n.counts; {
 	case level && c.ok && c.limit >= c.remaining:
 		// The count is where the provider's bucket is: full again when
-		// what is spent has refilled at the lane's rate, or, where the
-		// window is coarse, a resolution before its reset (it may be back
-		// then); never more than maxWindow on.
-		full := durNs(float64(c.limit-c.remaining) * e.rates.per())
-		if c.res*exactRes > c.window {
-			full = max(c.window-c.res, 0)
-		}
-		e.full = from.Add(min(full, maxWindow))
+		// what is spent has refilled at the lane's rate (the slack's
+		// included, as in the burst); never more than maxWindow on.
+		full := min(durNs(float64(c.limit-c.remaining)*e.rates.per()), maxWindow)
+		e.full = from.Add(max(full, 0))
 	case n.hasReset && !level:
 		// No bucket to wait in: the reset holds the lane until the limit
 		// may be back, a resolution before it.
@@ -219,9 +231,18 @@ func (e *laneEffect) hearCounts(n laneNews) {
 	iv := float64(c.window) / float64(c.limit-c.remaining)
 	iv = math.Min(iv, float64(maxWindow)/float64(c.limit))
 	if c.res*exactRes <= c.window {
-		e.rates.word = iv * exactSlack
+		// A count is rounded down to a whole unit, so one answer's rate is
+		// at most 1/(limit − remaining) too fast; the slowest of the
+		// recent ones is the rate (the others, let down 1% an answer, so
+		// that a provider whose rate grows is followed).
+		e.rates.word = math.Max(iv*exactSlack, e.rates.word*wordDecay)
+	} else if e.rates.hi == 0 {
+		e.rates.hi = iv
 	} else {
-		e.rates.hi = iv // the latest: a provider that slows is not held to an old bound
+		// Each coarse count bounds the rate from below (its reset is
+		// rounded up): the tightest recent bound holds, let up 1% an
+		// answer so that a provider that slows is not held to an old one.
+		e.rates.hi = math.Min(iv, e.rates.hi/wordDecay)
 	}
 }
 
@@ -250,6 +271,9 @@ func (e *laneEffect) limit(now time.Time, n laneNews) {
 		// body's retryDelay) is the time to the provider's next slot: a
 		// better first guess of the rate than none.
 		iv := float64(firstInterval)
+		if n.cost > 1 {
+			iv = float64(firstTokenInterval)
+		}
 		if n.hasAsk && n.askRes <= time.Millisecond && n.ask > 0 {
 			iv = math.Min(math.Max(float64(n.ask), float64(minInterval)), iv)
 		}
@@ -271,13 +295,13 @@ func (e *laneEffect) limit(now time.Time, n laneNews) {
 		} else {
 			r.learned = r.per() * by
 		}
-		r.ramp = false
+		r.ramp, r.fast = false, false
 		r.gen++
 		// The sends slotted at the old rate would go on emptying the
 		// provider's bucket: a pause of a few sends lets it refill, unless
 		// the provider said to the millisecond when it has room (its ask
 		// holds every call that long).
-		if !(n.hasAsk && n.ask > 0 && n.askRes <= time.Millisecond) {
+		if true || !(n.hasAsk && n.ask > 0 && n.askRes <= time.Millisecond) {
 			e.holdFor(now, durNs(cutPause*r.per()*r.unit()))
 		}
 	}
@@ -286,14 +310,20 @@ func (e *laneEffect) limit(now time.Time, n laneNews) {
 // grow is a success: a learned rate grows, fast while ramping, and fast
 // again once the provider has not limited the lane for quietAfter, so that
 // after an outage the rate is back in a minute, not in hours (issue 21); a
-// slowed word comes back to the provider's.
-func (e *laneEffect) grow(quiet time.Duration) {
+// slowed word comes back to the provider's. Only a send paced at about the
+// current rate says it holds: one slotted at a slower rate before a growth
+// says nothing of the new one, and counting it let the rate grow 3-fold in
+// the time its first sends took to come back, and a storm of 429s follow.
+func (e *laneEffect) grow(quiet time.Duration, n laneNews) {
 	r := &e.rates
+	if !n.paced || !r.ramp && n.pacedPer > r.per()*growSpan {
+		return // (the first ramp, from a guess, grows on every success: it has a rate to find)
+	}
 	if quiet >= quietAfter && !r.ramp && r.word == 0 {
-		r.ramp = true
+		r.fast = true
 	}
 	g := steadyGrow
-	if r.ramp || quiet >= quietAfter {
+	if r.ramp || r.fast {
 		g = rampGrow
 	}
 	if r.word > 0 {
@@ -339,7 +369,10 @@ func (r rates) encode() string {
 		binary.LittleEndian.PutUint64(b[8*i:], math.Float64bits(f))
 	}
 	if r.ramp {
-		b[48] = 1
+		b[48] |= 1
+	}
+	if r.fast {
+		b[48] |= 2
 	}
 	binary.LittleEndian.PutUint32(b[49:], r.gen)
 	return string(b[:])
@@ -359,7 +392,7 @@ func decodeRates(s string) rates {
 		}
 	}
 	r := rates{word: f[0], slow: f[1], hi: f[2], learned: f[3], limit: f[4], mean: f[5],
-		ramp: s[48] == 1, gen: binary.LittleEndian.Uint32([]byte(s[49:53]))}
+		ramp: s[48]&1 != 0, fast: s[48]&2 != 0, gen: binary.LittleEndian.Uint32([]byte(s[49:53]))}
 	r.bound()
 	return r
 }

@@ -49,7 +49,7 @@ const (
 	StoreHold
 	// StoreCorrect sets the lane's schedule by the provider's count: its
 	// bucket is full again For from now, as of the send whose Take left
-	// the lane's Next at Mark and its Shift at Shift (a zero Mark: a send
+	// the lane's Next at Mark and its Moved at Moved (a zero Mark: a send
 	// that was not paced, which only moves Next later).
 	StoreCorrect
 	// StoreUntake gives back the Charge of a send whose Take left the
@@ -57,7 +57,8 @@ const (
 	StoreUntake
 	// StoreRates sets the lane's Per, Burst and Rates when its Version is
 	// Version, and then increments it; else it leaves them and sets
-	// StoreState.Stale.
+	// StoreState.Stale. A Per that grows stretches the schedule of the
+	// sends waiting by as much (see StoreLane.setRates).
 	StoreRates
 	// StoreLimited records that the provider limited the lane now.
 	StoreLimited
@@ -78,7 +79,7 @@ type StoreOp struct {
 	For    time.Duration // StoreHold, StoreCorrect: from the Store's now
 	Refuse bool          // StoreHold
 	Mark   time.Time     // StoreCorrect, StoreUntake: the lane's Next after the send's Take, as the Store returned it
-	Shift  time.Duration // StoreCorrect: the lane's Shift after that Take
+	Moved  time.Duration // StoreCorrect: the lane's Moved after that Take
 	Charge float64       // StoreUntake: what the Take charged the lane, in ns
 
 	Version    uint64  // StoreRates: the lane's Version the rates were computed from
@@ -113,7 +114,7 @@ func (ks *StoreState) apply(now time.Time, ops []StoreOp) {
 		case StoreHold:
 			s.holdTo(now, now.Add(op.For), op.Refuse)
 		case StoreCorrect:
-			s.correct(now.Add(op.For), op.Mark, op.Shift)
+			s.correct(now.Add(op.For), op.Mark, op.Moved)
 		case StoreUntake:
 			s.untake(op.Mark, finite(op.Charge))
 		case StoreRates:
@@ -121,8 +122,7 @@ func (ks *StoreState) apply(now time.Time, ops []StoreOp) {
 				ks.Stale = true
 				continue
 			}
-			s.Per, s.Burst, s.Rates = finite(op.Per), finite(op.Burst), op.Rates
-			s.Version++
+			s.setRates(now, finite(op.Per), finite(op.Burst), op.Rates)
 		case StoreLimited:
 			s.Limited = now
 		}
