@@ -68,9 +68,10 @@ type StoreLane struct {
 type StoreState struct {
 	Now time.Time // the Store's clock when it applied the ops
 	// Seq grows with every Apply that had ops: a copy older than one
-	// already seen is stale. It is at least the Store's clock in ns, so
-	// that a key lost (flushed, expired) and made again still grows it
-	// past what was given out before. 0: the Store has nothing of the key.
+	// already seen is stale. It is at least the Store's clock, in a unit
+	// of its own (the in-process Store's is ns, retryredis's µs), so that
+	// a key lost (flushed, expired) and made again still grows it past
+	// what was given out before. 0: the Store has nothing of the key.
 	Seq   uint64
 	Lanes [4]StoreLane // requests, tokens, input tokens, output tokens (R23)
 	// The Take op of the Apply: its wait (when Took, the send's; else the

@@ -5,6 +5,8 @@ import (
 	"math"
 	"sync"
 	"time"
+
+	"github.com/benbjohnson/clock"
 )
 
 // A Store keeps a Cooldown's state of every key: the hold, the schedule and
@@ -93,8 +95,8 @@ func (ks *StoreState) apply(now time.Time, ops []StoreOp) {
 	if len(ops) == 0 {
 		return
 	}
-	// The Store's clock, in ns: a key lost (flushed, expired) and made
-	// again still grows its Seq past what was given out before.
+	// The Store's clock: a key lost (flushed, expired) and made again
+	// still grows its Seq past what was given out before.
 	ks.Seq = max(ks.Seq+1, uint64(max(now.UnixNano(), 0)))
 	for i := range ops {
 		op := &ops[i]
@@ -145,6 +147,18 @@ func (ks *StoreState) idle(now time.Time) bool {
 		}
 	}
 	return true
+}
+
+// NewLocalStore returns the in-process Store, the one a Cooldown keeps its
+// state in by default, on clk (nil: the real clock). Its ops' effects are
+// the reference every Store follows (retryredis's tests hold it to them).
+// Given to several Cooldowns of one process with WithStore, it shares their
+// state; sharing the Cooldown itself does that more cheaply.
+func NewLocalStore(clk clock.Clock) Store {
+	if clk == nil {
+		clk = clock.New()
+	}
+	return newMemStore(clk.Now)
 }
 
 // memStore is the in-process Store, a Cooldown's default: its keys' states
