@@ -172,7 +172,7 @@ type ProviderStats struct {
 	RefusedOutage       int64 // during an Outage
 	TooLarge            int64 // of the refused by a limit, those that cost more than its whole bucket (OpenAI dialect: never admitted)
 
-	Tokens, InputTokens, OutputTokens int64 // the costs charged for the admitted requests
+	Tokens, InputTokens, OutputTokens int64 // the costs of the admitted requests (counted with or without the limit; 0 or less counts 0)
 
 	LastAdmitted time.Time // when the latest admitted request arrived, on the provider's clock; zero when none
 }

@@ -135,7 +135,8 @@ type verdict struct {
 func (v *verdict) admitted() bool { return !v.refused }
 
 // decide admits or refuses a request of cost at the clock's now, charges
-// every limit when it admits it, and counts it; p.mu is not held.
+// every limit when it admits it, and counts it. The caller does not hold
+// p.mu.
 func (p *Provider) decide(cost Cost) verdict {
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -152,7 +153,18 @@ func (p *Provider) decide(cost Cost) verdict {
 	s.Requests++
 	if v.refused {
 		s.Refused++
-		*[...]*int64{&s.RefusedRequests, &s.RefusedTokens, &s.RefusedInputTokens, &s.RefusedOutputTokens, &s.RefusedOutage}[v.by]++
+		switch v.by {
+		case requestsLimit:
+			s.RefusedRequests++
+		case tokensLimit:
+			s.RefusedTokens++
+		case inputTokensLimit:
+			s.RefusedInputTokens++
+		case outputTokensLimit:
+			s.RefusedOutputTokens++
+		default:
+			s.RefusedOutage++
+		}
 		if v.large {
 			s.TooLarge++
 		}

@@ -23,11 +23,11 @@ var update = flag.Bool("update", false, "rewrite testdata/provider_answers.golde
 // chat returns a JSON chat request of exactly 4 × tokens bytes, so that
 // DefaultCost charges it tokens tokens; maxTokens > 0 adds that output cap.
 func chat(tokens, maxTokens int) string {
-	cap := ""
+	limit := ""
 	if maxTokens > 0 {
-		cap = fmt.Sprintf(`,"max_tokens":%d`, maxTokens)
+		limit = fmt.Sprintf(`,"max_tokens":%d`, maxTokens)
 	}
-	head, tail := `{"model":"gpt-4o","messages":[{"role":"user","content":"`, `"}]`+cap+`}`
+	head, tail := `{"model":"gpt-4o","messages":[{"role":"user","content":"`, `"}]`+limit+`}`
 	pad := 4*tokens - len(head) - len(tail)
 	if pad < 0 {
 		panic("chat: too few tokens for the envelope")
