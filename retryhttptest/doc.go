@@ -121,9 +121,9 @@
 //
 // With the default real clock, the transport's waits are time.Timers, so in a
 // testing/synctest bubble they take no real time either, and are exact in the
-// bubble's time: use a Script as the base, with no WithClock at all, and
-// read the times from Script.Requests (stamped with time.Now, which is the
-// bubble's). A Hang reply blocks on its context there, and the per-try timeout
+// bubble's time: use a Script (or a Provider) as the base, with no
+// WithClock at all, and read the times from Script.Requests (stamped with
+// time.Now, which is the bubble's). A Hang reply blocks on its context there, and the per-try timeout
 // fires at its instant. What does not work in a bubble is a real network: a
 // goroutine blocked on a loopback connection (an httptest.Server's, and above
 // all an idle keep-alive one) is not durably blocked, so while one is open the
