@@ -1,34 +1,29 @@
 package bench
 
 // Goodput under a provider's rate limit: many workers share a fixed number of
-// calls (or a fixed time) to a fake LLM provider that admits R requests a
-// second (a token bucket with burst B), answers them after a latency, and
-// answers the rest 429 at once, saying what OpenAI, Anthropic, Gemini or a
-// plainer server says (dialect.go). Each client row runs against a fresh
-// provider with a full bucket and a fresh base transport; cmd/goodput runs
-// every row and prints the tables.
+// calls (or a fixed time) to a fake LLM provider (retryhttptest's Provider)
+// that admits R requests a second (a token bucket with burst B) and, with a
+// token limit, T tokens a second (a bucket of its own), answers the calls
+// it admits after a latency, and the rest 429 at once, saying what OpenAI,
+// Anthropic, Gemini or a plainer server says. Each client row runs against
+// a fresh provider with full buckets and a fresh base transport; cmd/goodput
+// runs every row and prints the tables.
 
 import (
-	"bytes"
-	"context"
-	"fmt"
-	"io"
 	"math"
-	"net/http"
-	"slices"
-	"sync"
-	"sync/atomic"
 	"time"
+
+	"github.com/retryhttp/retryhttp/retryhttptest"
 )
 
 // GoodputConfig is one run of the goodput scenario.
 type GoodputConfig struct {
-	Rate    int           // R: requests a second the provider admits
-	Burst   int           // B: its bucket's size
-	Dialect Dialect       // what the provider says about its limit; the zero Dialect is OpenAI's
-	Latency time.Duration // L: how long the provider takes to answer an admitted request; 0 answers at once
-	Workers int           // C: calls in flight at once
-	Calls   int           // N: calls per client row, shared by the workers; unused when Duration > 0
+	Rate    int                   // R: requests a second the provider admits
+	Burst   int                   // B: its bucket's size
+	Dialect retryhttptest.Dialect // what the provider says about its limits; the zero Dialect is OpenAI's
+	Latency time.Duration         // L: how long the provider takes to answer an admitted request; 0 answers at once
+	Workers int                   // C: calls in flight at once
+	Calls   int                   // N: calls per client row, shared by the workers; unused when Duration > 0
 	// Duration, when above 0, bounds the run by time instead of by Calls:
 	// each worker makes calls one after another until Duration has passed
 	// since the start, and only what ended within it counts. The calls
@@ -36,95 +31,67 @@ type GoodputConfig struct {
 	// Cut, neither ok nor failed.
 	Duration time.Duration
 	Timeout  time.Duration // each call's context; no Budget
+
+	// TokenRate, when above 0, gives the provider a token limit as well
+	// (issue 22): T tokens a second into a bucket of TokenBurst (0 or less:
+	// T, a second's worth), each request costing ceil(len(body) ÷ 4). The
+	// calls then send prompts of varying sizes (PromptTokens) instead of
+	// one small chat request. 0: no token limit.
+	TokenRate, TokenBurst int
+	Seed                  uint64 // draws the prompts' sizes (PromptTokens): the same seed, the same prompts
 }
 
-// DefaultGoodput is the full run: R=100/s, B=10, OpenAI's dialect, answers
-// at once, C=64, N=1000, 60 s a call.
+// DefaultGoodput is the full run of issue 16: R=100/s, B=10, OpenAI's
+// dialect, answers at once, C=64, N=1000, 60 s a call, no token limit.
 var DefaultGoodput = GoodputConfig{Rate: 100, Burst: 10, Workers: 64, Calls: 1000, Timeout: 60 * time.Second}
 
-// idealClient plays the best any client can do against the provider, in
-// arithmetic: each of the Workers sends its next call the moment it is free
-// and the bucket has a token, so no request is refused and no token waits
-// while a worker could take it; every call then takes Latency. It calls end
-// with each call's end, from the start, in order (they end in the order they
-// are admitted), until end returns false.
-//
-// Greedy is the best: the worker free first takes the first token, and
-// putting any call later delays the ones after it. With Latency 0 the i-th
-// call (from 0) ends at (i + 1 − B) / R, the burst at once.
-func (c GoodputConfig) idealClient(end func(time.Duration) bool) {
-	if c.Rate <= 0 || c.Burst <= 0 || c.Workers <= 0 {
-		return
+// TokenGoodput is issue 22's load: DefaultGoodput with a token limit of T =
+// 50,000 tokens a second (a bucket of 50,000) and N=400 calls whose prompts
+// run from 100 to 4,000 tokens (mean about 1,500). The tokens bind first:
+// 50,000 / 1,500 is 33 calls a second, a third of R.
+var TokenGoodput = GoodputConfig{Rate: 100, Burst: 10, Workers: 64, Calls: 400, Timeout: 60 * time.Second,
+	TokenRate: 50000, TokenBurst: 50000, Seed: 1}
+
+// TokenBucket is the token bucket's size: TokenBurst, or when that is 0
+// or less a second's worth, TokenRate.
+func (c GoodputConfig) TokenBucket() int {
+	if c.TokenBurst > 0 {
+		return c.TokenBurst
 	}
-	t0 := time.Unix(0, 0)
-	b := NewBucket(float64(c.Rate), c.Burst, t0)
-	// Every call takes Latency, so workers come free in the order they were
-	// given calls: worker i % C takes call i.
-	free := make([]time.Duration, c.Workers)
-	for i := 0; ; i++ {
-		w := i % c.Workers
-		at := free[w]
-		for {
-			d := b.Take(t0.Add(at))
-			if d.OK {
-				break
-			}
-			at += max(d.Next, 1)
-		}
-		free[w] = at + c.Latency
-		if !end(free[w]) {
-			return
-		}
-	}
+	return c.TokenRate
 }
 
-// IdealWall is the least time Calls calls can take: the time the ideal
-// client (idealClient) ends its Calls-th call. With no Latency it is
-// (N − B) / R; Latency adds at least one answer's time, and more when the
-// workers, not the bucket, are what limits (C / L below R). It ignores
-// Duration.
-func (c GoodputConfig) IdealWall() time.Duration {
-	var wall time.Duration
-	n := 0
-	c.idealClient(func(end time.Duration) bool {
-		wall, n = end, n+1
-		return n < c.Calls
-	})
-	return wall
-}
-
-// IdealOK is the most calls that can end ok within span of the start, by
-// the ideal client (idealClient): bounded by the bucket (B + R × (span − L))
-// and by the workers (each ends at most span / L calls), and below both
-// when the two take turns.
-func (c GoodputConfig) IdealOK(span time.Duration) int {
-	n := 0
-	c.idealClient(func(end time.Duration) bool {
-		if end > span {
-			return false
-		}
-		n++
-		return true
-	})
-	return n
-}
-
-// GoodputTargets are issue 16's targets for one row of the goodput table.
+// GoodputTargets are the targets for one row of a goodput table: issue 16's
+// without a token limit, issue 22's with one. A zero Goodput or TokenShare
+// is no target.
 type GoodputTargets struct {
 	RequestsPerSuccess float64       // at most
-	Goodput            float64       // at least
+	Goodput            float64       // at least (issue 16)
+	TokenShare         float64       // at least (issue 22)
 	P99                time.Duration // at most
 	// and no failed call (calls Cut at the end of a timed run are not failed)
 }
 
-// Targets returns the targets for runs of c: at most 1.2 requests per
-// success, goodput at least 0.9 (0.85 when the provider gives no hint, where
-// a client can only guess), no failed call, and p99 at most 2 × C / R + L:
-// a call that waits its turn behind every other worker twice over, then
-// takes its answer's time.
+// Targets returns the targets for runs of c. Without a token limit, issue
+// 16's: at most 1.2 requests per success, goodput at least 0.9 (0.85 when
+// the provider gives no hint, where a client can only guess), no failed
+// call, and p99 at most 2 × C / R + L: a call that waits its turn behind
+// every other worker twice over, then takes its answer's time. With one,
+// issue 22's: at most 1.1 requests per success, at least 0.9 of the token
+// limit served, no failed call, and p99 at most 2 × C × the mean prompt ÷ T
+// + L, a second more where the provider speaks whole seconds only
+// (Anthropic, RetryAfter).
 func (c GoodputConfig) Targets() GoodputTargets {
+	if c.TokenRate > 0 {
+		t := GoodputTargets{RequestsPerSuccess: 1.1, TokenShare: 0.9}
+		t.P99 = seconds(2*float64(c.Workers)*c.MeanPrompt()/float64(c.TokenRate)) + c.Latency
+		if c.Dialect == retryhttptest.AnthropicDialect || c.Dialect == retryhttptest.RetryAfterDialect {
+			t.P99 += time.Second
+		}
+		return t
+	}
 	t := GoodputTargets{RequestsPerSuccess: 1.2, Goodput: 0.9}
-	if c.Dialect == BareDialect {
+	if c.Dialect == retryhttptest.BareDialect {
 		t.Goodput = 0.85
 	}
 	if c.Rate > 0 {
@@ -133,15 +100,24 @@ func (c GoodputConfig) Targets() GoodputTargets {
 	return t
 }
 
+// seconds converts s to a Duration, rounded up to the nanosecond.
+func seconds(s float64) time.Duration {
+	return time.Duration(math.Ceil(max(s, 0) * 1e9))
+}
+
 // Missed returns the targets r misses, by name ("requests/success",
-// "goodput", "failed", "p99"), in that order; none when it meets them all.
+// "goodput", "token share", "failed", "p99"), in that order; none when it
+// meets them all.
 func (t GoodputTargets) Missed(r GoodputReport) []string {
 	var missed []string
 	if !(r.RequestsPerSuccess() <= t.RequestsPerSuccess) {
 		missed = append(missed, "requests/success")
 	}
-	if !(r.Goodput() >= t.Goodput) {
+	if t.Goodput > 0 && !(r.Goodput() >= t.Goodput) {
 		missed = append(missed, "goodput")
+	}
+	if t.TokenShare > 0 && !(r.TokenShare() >= t.TokenShare) {
+		missed = append(missed, "token share")
 	}
 	if r.Failed > 0 {
 		missed = append(missed, "failed")
@@ -173,6 +149,7 @@ type GoodputReport struct {
 	GotOther int    // failed calls handed another status
 	Errors   int    // failed calls handed an error
 	FirstErr string // the text of one such error
+	TokensOK int64  // the tokens (ceil(len(body) ÷ 4)) of the calls that got a 200
 
 	Provider ProviderStats
 
@@ -221,114 +198,18 @@ func (r GoodputReport) Goodput() float64 {
 	return float64(r.OK) / float64(r.IdealOK)
 }
 
-// callResult is one call, as a worker saw it.
-type callResult struct {
-	status  int
-	err     error
-	took    time.Duration // from Do to the end of the body
-	endedAt time.Duration // after the run's start
-}
-
-// Goodput runs cfg.Calls calls (or, when cfg.Duration is set, as many as fit
-// in it) through lib, cfg.Workers at a time, against a fresh provider, over
-// a fresh base transport (BaseTransport(cfg.Workers)) and the Lib's Shaped
-// backoff. Each call is a POST of a small chat request through an
-// http.Client, with a context of cfg.Timeout; its body is read to the end.
-// A call is ok iff it got a 200.
-func Goodput(lib Lib, cfg GoodputConfig) GoodputReport {
-	p := NewProvider(cfg.Rate, cfg.Burst, cfg.Dialect, cfg.Latency)
-	defer p.Close()
-	base := BaseTransport(cfg.Workers)
-	defer base.CloseIdleConnections()
-	client := &http.Client{Transport: lib.Wrap(base, Shaped)}
-
-	start := time.Now()
-	run, stop := context.WithCancel(context.Background())
-	defer stop()
-	if cfg.Duration > 0 {
-		// A timed run cancels the calls still running when it is over, so
-		// that it ends on time whatever they wait for. A cancel, not a
-		// deadline: a client that sees a deadline may end at once a call it
-		// cannot finish in time (a Cooldown's hold does, R17), and each
-		// worker would then fail call after call until the end.
-		t := time.AfterFunc(cfg.Duration, stop)
-		defer t.Stop()
+// TokenShare is the share of the token limit the run was served (issue
+// 22): the tokens of the calls that ended ok within Span, over what the
+// limit gives in that time, its bucket plus T × (Span − L) (the last
+// answers come L after their admission). 1 is all of it; the last calls'
+// sizes keep it a little below. 0 without a token limit.
+func (r GoodputReport) TokenShare() float64 {
+	c := r.Config
+	if c.TokenRate <= 0 {
+		return 0
 	}
-	perWorker := make([][]callResult, cfg.Workers)
-	var next atomic.Int64
-	var wg sync.WaitGroup
-	for w := range cfg.Workers {
-		wg.Go(func() {
-			for {
-				if cfg.Duration > 0 {
-					if time.Since(start) >= cfg.Duration {
-						return
-					}
-				} else if next.Add(1) > int64(cfg.Calls) {
-					return
-				}
-				t0 := time.Now()
-				status, err := call(run, client, p.URL, cfg.Timeout)
-				t1 := time.Now()
-				perWorker[w] = append(perWorker[w], callResult{status, err, t1.Sub(t0), t1.Sub(start)})
-			}
-		})
-	}
-	wg.Wait()
-	r := GoodputReport{Client: lib.Name, Config: cfg, Wall: time.Since(start)}
-	r.Provider = p.Stats()
-	for _, rs := range perWorker {
-		for _, c := range rs {
-			r.Calls++
-			if cfg.Duration > 0 && c.endedAt >= cfg.Duration {
-				r.Cut++
-				continue
-			}
-			r.Latencies = append(r.Latencies, c.took)
-			switch {
-			case c.err != nil:
-				r.Errors++
-				if r.FirstErr == "" {
-					r.FirstErr = c.err.Error()
-				}
-			case c.status == http.StatusOK:
-				r.OK++
-			case c.status == http.StatusTooManyRequests:
-				r.Got429++
-			default:
-				r.GotOther++
-			}
-		}
-	}
-	r.Failed = r.Errors + r.Got429 + r.GotOther
-	r.IdealOK = cfg.IdealOK(r.Span())
-	sorted := slices.Sorted(slices.Values(r.Latencies))
-	r.P50, r.P99 = percentile(sorted, 0.50), percentile(sorted, 0.99)
-	if len(sorted) > 0 {
-		r.Max = sorted[len(sorted)-1]
-	}
-	return r
-}
-
-// call sends one chat request, with a context of timeout under parent, and
-// reads the answer to the end.
-func call(parent context.Context, client *http.Client, url string, timeout time.Duration) (int, error) {
-	ctx, cancel := context.WithTimeout(parent, timeout)
-	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, url, bytes.NewReader(chatRequest))
-	if err != nil {
-		return 0, err
-	}
-	req.Header.Set("Content-Type", "application/json")
-	resp, err := client.Do(req)
-	if err != nil {
-		return 0, err
-	}
-	defer resp.Body.Close()
-	if _, err := io.Copy(io.Discard, resp.Body); err != nil {
-		return 0, fmt.Errorf("reading the body: %w", err)
-	}
-	return resp.StatusCode, nil
+	limit := float64(c.TokenBucket()) + float64(c.TokenRate)*max(0, (r.Span()-c.Latency).Seconds())
+	return float64(r.TokensOK) / limit
 }
 
 // percentile is the nearest-rank p-quantile of sorted (0 when empty).

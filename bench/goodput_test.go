@@ -10,8 +10,14 @@ import (
 	"testing"
 	"time"
 
+	"github.com/retryhttp/retryhttp/retryhttptest"
 	"github.com/stretchr/testify/assert"
 )
+
+// stats is a provider's counts of requests and abandoned answers.
+func stats(requests, abandoned int64) ProviderStats {
+	return ProviderStats{ProviderStats: retryhttptest.ProviderStats{Requests: requests, Abandoned: abandoned}}
+}
 
 // TestIdealClient checks the ideal client against cases worked by hand.
 func TestIdealClient(t *testing.T) {
@@ -50,10 +56,10 @@ func TestGoodputTargets(t *testing.T) {
 	cfg := GoodputConfig{Rate: 100, Burst: 10, Workers: 64, Calls: 1000}
 	assert.Equal(t, GoodputTargets{RequestsPerSuccess: 1.2, Goodput: 0.9, P99: 1280 * time.Millisecond}, cfg.Targets())
 	bare := cfg
-	bare.Dialect, bare.Latency = BareDialect, 800*time.Millisecond
+	bare.Dialect, bare.Latency = retryhttptest.BareDialect, 800*time.Millisecond
 	assert.Equal(t, GoodputTargets{RequestsPerSuccess: 1.2, Goodput: 0.85, P99: 2080 * time.Millisecond}, bare.Targets())
 
-	good := GoodputReport{Config: cfg, OK: 1000, IdealOK: 1000, Provider: ProviderStats{Requests: 1200}, P99: 1280 * time.Millisecond}
+	good := GoodputReport{Config: cfg, OK: 1000, IdealOK: 1000, Provider: stats(1200, 0), P99: 1280 * time.Millisecond}
 	for _, tc := range []struct {
 		name string
 		edit func(*GoodputReport)
@@ -76,7 +82,7 @@ func TestGoodputTargets(t *testing.T) {
 }
 
 func TestGoodputReportArithmetic(t *testing.T) {
-	r := GoodputReport{Config: GoodputConfig{Rate: 100}, OK: 50, IdealOK: 200, Wall: 2 * time.Second, Provider: ProviderStats{Requests: 125}}
+	r := GoodputReport{Config: GoodputConfig{Rate: 100}, OK: 50, IdealOK: 200, Wall: 2 * time.Second, Provider: stats(125, 0)}
 	assert.Equal(t, 0.25, r.Goodput())
 	r.Provider.Abandoned = 25 // a call that timed out: its request was waste
 	assert.Equal(t, 2.5, r.RequestsPerSuccess())
@@ -95,6 +101,11 @@ func TestGoodputReportArithmetic(t *testing.T) {
 // whose retries all wait a whole second at once, and has more workers than
 // the burst so that the first calls are refused however slow the machine.
 var ciGoodput = GoodputConfig{Rate: 40, Burst: 8, Workers: 12, Calls: 32, Timeout: 20 * time.Second}
+
+// ciTokens adds a token limit that binds first: 32 prompts of about 1,500
+// tokens are some 48,000, a second's worth after the bucket.
+var ciTokens = GoodputConfig{Rate: 40, Burst: 8, Workers: 12, Calls: 32, Timeout: 20 * time.Second,
+	TokenRate: 40000, TokenBurst: 10000, Seed: 1}
 
 // TestGoodputRuns runs every row at CI size against every dialect, with
 // and without latency, by calls and by time, and checks what must hold
@@ -118,15 +129,20 @@ func TestGoodputRuns(t *testing.T) {
 			runs = append(runs, r)
 		}
 	}
-	for _, d := range Dialects() {
+	for _, d := range retryhttptest.Dialects() {
 		cfg := ciGoodput
 		cfg.Dialect = d
 		add(d.String(), cfg, GoodputRows()...)
 	}
+	for _, d := range []retryhttptest.Dialect{retryhttptest.OpenAIDialect, retryhttptest.AnthropicDialect, retryhttptest.GeminiDialect} {
+		cfg := ciTokens
+		cfg.Dialect = d
+		add(d.String()+"+tokens", cfg, Bare, RetryHTTPRetries10, RetryHTTPCooldownRetries10)
+	}
 	slow := ciGoodput
 	slow.Latency = 40 * time.Millisecond
 	add("openai+latency", slow, GoodputRows()...)
-	for _, d := range []Dialect{AnthropicDialect, GeminiDialect} {
+	for _, d := range []retryhttptest.Dialect{retryhttptest.AnthropicDialect, retryhttptest.GeminiDialect} {
 		timed := slow
 		timed.Dialect, timed.Duration = d, 1500*time.Millisecond
 		add(d.String()+"+timed", timed, Bare, RetryHTTP, RetryHTTPCooldownRetries10)
@@ -142,7 +158,7 @@ func TestGoodputRuns(t *testing.T) {
 				t.Fatalf("calls still running after %v: a call outlived its context", limit)
 			}
 			checkGoodput(t, r.lib, r.cfg, rep)
-			t.Logf("%d ok, %d failed, %d cut, %d requests, %d 429s, goodput %.3f, wall %v", rep.OK, rep.Failed, rep.Cut, rep.Provider.Requests, rep.Provider.Limited, rep.Goodput(), rep.Wall)
+			t.Logf("%d ok, %d failed, %d cut, %d requests, %d 429s, goodput %.3f, wall %v", rep.OK, rep.Failed, rep.Cut, rep.Provider.Requests, rep.Provider.Refused, rep.Goodput(), rep.Wall)
 		})
 	}
 }
@@ -178,12 +194,21 @@ func checkGoodput(t *testing.T, lib Lib, cfg GoodputConfig, r GoodputReport) {
 	}
 	// The provider counted every request once, and each 200 reached one call.
 	// (Not requests >= calls: a Cooldown may end a call without sending, R17.)
-	assert.Equal(t, s.Requests, s.Admitted+s.Limited, "requests = admitted + limited")
+	assert.Equal(t, s.Requests, s.Admitted+s.Refused, "requests = admitted + refused")
 	assert.LessOrEqual(t, int64(r.OK), s.Admitted, "more ok calls than admissions")
-	assert.LessOrEqual(t, int64(r.Got429), s.Limited, "more 429s handed back than sent")
+	assert.LessOrEqual(t, int64(r.Got429), s.Refused, "more 429s handed back than sent")
 	// The bucket starts full: the first Burst calls cannot fail (a timed run
-	// may cut them short on a slow machine).
-	assert.GreaterOrEqual(t, r.OK+r.Cut, min(r.Calls, cfg.Burst), "fewer ok or cut calls than the burst")
+	// may cut them short on a slow machine). With a token limit, prompts of
+	// up to 4,000 tokens may empty the token bucket first.
+	if cfg.TokenRate == 0 {
+		assert.GreaterOrEqual(t, r.OK+r.Cut, min(r.Calls, cfg.Burst), "fewer ok or cut calls than the burst")
+	} else {
+		assert.Positive(t, r.OK+r.Cut, "no call ok")
+		assert.LessOrEqual(t, r.TokensOK, s.Tokens, "more tokens ok than admitted")
+		if limit := float64(cfg.TokenBucket()) + float64(cfg.TokenRate)*s.AdmitSpan.Seconds() + 1; float64(s.Tokens) > limit {
+			t.Errorf("provider admitted %d tokens in %v, more than the bucket + T × span = %.1f", s.Tokens, s.AdmitSpan, limit)
+		}
+	}
 	// The provider never admitted more than its bucket allows (one token of
 	// slack for requests racing for its lock with nearly equal clocks).
 	if limit := float64(cfg.Burst) + float64(cfg.Rate)*s.AdmitSpan.Seconds() + 1; float64(s.Admitted) > limit {

@@ -2,8 +2,10 @@
 // through retryhttp, as net/http/httptest is for net/http (R22). A
 // Script stands in for the provider below the transport: it answers each try
 // from a list of replies and records every request. A Clock makes each wait
-// of the transport take no time and remembers it. A table-driven test of an
-// app function is then short and exact, with no goroutine and no real sleep:
+// of the transport take no time and remembers it. A Provider plays a rate
+// limited LLM API, to test a client under its limits (see A fake provider).
+// A table-driven test of an app function is then short and exact, with no
+// goroutine and no real sleep:
 //
 //	func TestSummarize(t *testing.T) {
 //		noJitter := retryhttp.Backoff{Base: 400 * time.Millisecond, Factor: 2}
@@ -47,6 +49,52 @@
 // per-try timeouts. Script.Requests and Script.Len tell what was sent, and
 // when; Len is 0 when nothing was.
 //
+// # A fake provider
+//
+// A Script says what the provider answers; a Provider decides it, as a rate
+// limited LLM API does, for tests of what a client does under a limit: a
+// Cooldown set-up, a worker pool, a public-tier deadline. Its limits
+// (ProviderConfig) are token buckets: requests, tokens (ceil(len(body) ÷ 4)
+// a request), and Anthropic's input and output tokens (the body's max_tokens
+// and its kin). A request is admitted only when every limit has room for its
+// cost (remaining >= cost, as real providers refuse as soon as remaining <
+// cost), and charged to all of them; the others get a 429 at once, charging
+// nothing, that says in the provider's Dialect which limit refused and when
+// it will have room: OpenAI's x-ratelimit headers, retry-after-ms and error
+// body; Anthropic's anthropic-ratelimit headers and whole-second
+// Retry-After; a bare Retry-After in Azure's words; Gemini's retryDelay in
+// a google.rpc.RetryInfo; or nothing at all. Provider.Outage refuses
+// everything for a while; ProviderConfig.Latency makes successes slow;
+// Provider.Stats counts what was admitted and what refused it.
+//
+// A Provider is an http.RoundTripper, to be the base of a Transport with no
+// network, and an http.Handler, for an httptest.Server on 127.0.0.1 (for a
+// client that must dial, such as an SDK's). Its time is ProviderConfig.Clock:
+// give it the test's Clock, and calls made one after another are exact. Calls
+// from many goroutines belong in a testing/synctest bubble, where the real
+// clock is the bubble's and every goroutine's waits overlap as in real time:
+//
+//	func TestCooldownSetUp(t *testing.T) {
+//		synctest.Test(t, func(t *testing.T) {
+//			provider := retryhttptest.NewProvider(retryhttptest.ProviderConfig{
+//				Dialect:  retryhttptest.AnthropicDialect,
+//				Requests: retryhttptest.PerMinute(50),
+//				Tokens:   retryhttptest.PerMinute(40000),
+//			})
+//			client := &http.Client{Transport: newTransport(provider)} // the app's set-up, over the fake
+//			var wg sync.WaitGroup
+//			for range 8 {
+//				wg.Go(func() { callMany(t, client, 25) })
+//			}
+//			wg.Wait()
+//			s := provider.Stats()
+//			assert.LessOrEqual(t, float64(s.Requests)/float64(s.Admitted), 1.1)
+//		})
+//	}
+//
+// Use the RoundTripper there, not a loopback server: see testing/synctest
+// below.
+//
 // # Which waits the Clock advances, and why
 //
 // The transport waits in one way only: a Timer on its clock, for every wait
@@ -73,9 +121,9 @@
 //
 // With the default real clock, the transport's waits are time.Timers, so in a
 // testing/synctest bubble they take no real time either, and are exact in the
-// bubble's time: use a Script as the base, with no WithClock at all, and
-// read the times from Script.Requests (stamped with time.Now, which is the
-// bubble's). A Hang reply blocks on its context there, and the per-try timeout
+// bubble's time: use a Script (or a Provider) as the base, with no
+// WithClock at all, and read the times from Script.Requests (stamped with
+// time.Now, which is the bubble's). A Hang reply blocks on its context there, and the per-try timeout
 // fires at its instant. What does not work in a bubble is a real network: a
 // goroutine blocked on a loopback connection (an httptest.Server's, and above
 // all an idle keep-alive one) is not durably blocked, so while one is open the

@@ -48,15 +48,25 @@ func (s Signal) String() string {
 // fraction of a second).
 //
 // The rate-limit forms (OpenAIReset, AnthropicReset, RateLimitReset,
-// RateLimitField) say the limit is exhausted (remaining 0), and act only on a
-// Transport with a Cooldown (retryhttp.WithCooldown), which reads them with
-// retryhttp.ParseRateLimitReset on any status, a success included: they arm
-// the Cooldown, so a retry of the call waits until the reset (From
-// FromCooldown) and every other call to the same key holds until then.
-// Without a Cooldown the transport ignores them: a 429 that carries only a
-// rate-limit form waits the backoff, and a 200 that carries one changes
-// nothing. The Retry-After forms act on any Transport, on a Transient or
-// Throttled reply.
+// RateLimitField) say the limit is exhausted (remaining 0), and act only on
+// a Transport with a Cooldown (retryhttp.WithCooldown), which reads them with
+// retryhttp.ParseRateLimitReset (R17, R18). Without a Cooldown the transport
+// ignores them: a 429 that carries only a rate-limit form waits the backoff,
+// and a 200 that carries one changes nothing.
+//
+// With a Cooldown, a reset holds every call to the key, the retry of the call
+// that got it included (From FromCooldown), not until the reset but until
+// one resolution of its form before it: the limit may be back at any time in
+// that last resolution, and there the calls go paced. OpenAIReset, to the
+// millisecond, holds until a millisecond before (2 s holds 1.999 s);
+// AnthropicReset, RateLimitReset and RateLimitField, to the second, until a
+// second before (3 s holds 2 s; the last two round d up to whole seconds
+// first, so 1.5 s holds 1 s). So a 1 s reset in a whole-second form holds
+// nothing, and the retry waits its backoff. A Cooldown reads a success only
+// for a key it already watches (one the provider has limited): on a 200 to
+// any other key, an exhausted count arms nothing; the 429 that follows does.
+// The Retry-After forms act on any Transport, on a Transient or Throttled
+// reply.
 //
 // A negative d counts as 0; Asks may be called more than once.
 func (r Reply) Asks(s Signal, d time.Duration) Reply {

@@ -1,6 +1,8 @@
 package retryhttptest_test
 
 import (
+	"context"
+	"fmt"
 	"net/http"
 	"testing"
 	"time"
@@ -76,4 +78,62 @@ func TestSignalString(t *testing.T) {
 	assert.Equal(t, "ratelimit", retryhttptest.RateLimitField.String())
 	assert.Equal(t, "signal(7)", (retryhttptest.RateLimitField + 1).String(), "one past the last")
 	assert.Equal(t, "signal(200)", retryhttptest.Signal(200).String())
+}
+
+// TestReplyAsksResetWithCooldown pins what Reply.Asks says of the rate-limit
+// forms (issue 21, item 10): they act only with a Cooldown, and hold until
+// one resolution before the reset, not until it (RULES.md R17): a
+// whole-second reset of 1 s holds nothing, and the retry waits its backoff.
+func TestReplyAsksResetWithCooldown(t *testing.T) {
+	tests := []struct {
+		sig      retryhttptest.Signal
+		d        time.Duration
+		cooldown bool
+		wait     time.Duration // before the retry
+		from     retryhttp.WaitSource
+	}{
+		{retryhttptest.OpenAIReset, 2 * time.Second, false, 400 * ms, retryhttp.FromBackoff},
+		{retryhttptest.AnthropicReset, 3 * time.Second, false, 400 * ms, retryhttp.FromBackoff},
+		{retryhttptest.OpenAIReset, 2 * time.Second, true, 1999 * ms, retryhttp.FromCooldown},
+		{retryhttptest.AnthropicReset, 3 * time.Second, true, 2 * time.Second, retryhttp.FromCooldown},
+		{retryhttptest.AnthropicReset, time.Second, true, 400 * ms, retryhttp.FromBackoff},
+		{retryhttptest.RateLimitReset, 1500 * ms, true, time.Second, retryhttp.FromCooldown},
+		{retryhttptest.RateLimitReset, time.Second, true, 400 * ms, retryhttp.FromBackoff},
+		{retryhttptest.RateLimitField, 3 * time.Second, true, 2 * time.Second, retryhttp.FromCooldown},
+		{retryhttptest.RateLimitField, time.Second, true, 400 * ms, retryhttp.FromBackoff},
+		{retryhttptest.RetryAfterSeconds, time.Second, true, time.Second, retryhttp.FromRetryAfter}, // an ask, not a reset
+	}
+	for _, tt := range tests {
+		t.Run(fmt.Sprintf("%s/%v/cooldown=%v", tt.sig, tt.d, tt.cooldown), func(t *testing.T) {
+			clk := retryhttptest.NewClock()
+			script := retryhttptest.NewScript(retryhttptest.Status(429).Asks(tt.sig, tt.d), retryhttptest.Status(200)).WithClock(clk)
+			var from []retryhttp.WaitSource
+			opts := []retryhttp.Option{retryhttp.WithClock(clk), retryhttp.WithBackoff(noJitter),
+				retryhttp.WithObserver(func(_ context.Context, a retryhttp.Attempt) { from = append(from, a.From) })}
+			if tt.cooldown {
+				opts = append(opts, retryhttp.WithCooldown(retryhttp.NewCooldown(nil)))
+			}
+			code, _, err := get(t, retryhttp.New(script, opts...))
+			require.NoError(t, err)
+			assert.Equal(t, 200, code)
+			assert.Equal(t, []time.Duration{tt.wait}, clk.Waits())
+			assert.Equal(t, tt.from, from[0])
+		})
+	}
+}
+
+// TestReplyAsksResetOnSuccess: a 200 with an exhausted count, to a key the
+// Cooldown does not watch yet, arms nothing: the next call is not held.
+func TestReplyAsksResetOnSuccess(t *testing.T) {
+	for _, sig := range []retryhttptest.Signal{retryhttptest.OpenAIReset, retryhttptest.AnthropicReset, retryhttptest.RateLimitReset} {
+		clk := retryhttptest.NewClock()
+		script := retryhttptest.NewScript(retryhttptest.Status(200).Asks(sig, 5*time.Second), retryhttptest.Status(200)).WithClock(clk)
+		rt := retryhttp.New(script, retryhttp.WithClock(clk), retryhttp.WithCooldown(retryhttp.NewCooldown(nil)))
+		for range 2 {
+			_, _, err := get(t, rt)
+			require.NoError(t, err)
+		}
+		assert.Empty(t, clk.Waits(), "%s", sig)
+		assert.Equal(t, 2, script.Len())
+	}
 }

@@ -1,9 +1,10 @@
-// Command flaky shows retryhttp against a local flaky "LLM provider": the
+// Command flaky shows retryhttp against local flaky "LLM providers": the
 // retries in the logs, the server's Retry-After winning over the backoff, a
 // public-tier call failing fast when the provider asks for more time than
-// the turn's budget holds, and eight calls meeting one rate limit, with and
-// without a shared Cooldown. It needs no network: the provider runs on
-// 127.0.0.1 inside the program.
+// the turn's budget holds, and eight workers meeting one rate limit, with
+// and without a shared Cooldown. It needs no network: the providers run on
+// 127.0.0.1 inside the program; the rate-limited ones are retryhttptest's
+// fake provider (retryhttptest.Provider), which tests can use too.
 //
 //	go run ./examples/flaky
 package main
@@ -16,13 +17,12 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
-	"strconv"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/retryhttp/retryhttp"
+	"github.com/retryhttp/retryhttp/retryhttptest"
 	"go.uber.org/zap"
 )
 
@@ -34,8 +34,13 @@ func main() {
 }
 
 func run() error {
-	provider := newProvider()
-	defer provider.Close()
+	paid := newPaidTier()
+	defer paid.Close()
+	// The public tier's provider (retryhttptest's fake provider, speaking as
+	// a gateway does: Retry-After alone) will be down for 30 s.
+	down := retryhttptest.NewProvider(retryhttptest.ProviderConfig{Dialect: retryhttptest.RetryAfterDialect})
+	busy := httptest.NewServer(down)
+	defer busy.Close()
 
 	cfg := zap.NewDevelopmentConfig() // readable console lines on stdout
 	cfg.OutputPaths, cfg.DisableStacktrace, cfg.DisableCaller = []string{"stdout"}, true, true
@@ -53,7 +58,7 @@ func run() error {
 
 	fmt.Println("== paid tier: 503, then 429 with retry-after-ms 1500, then an answer")
 	start := time.Now()
-	answer, err := complete(context.Background(), client, provider.URL+"/v1/chat/completions?api-key=sk-demo-secret")
+	answer, err := complete(context.Background(), client, paid.URL+"/v1/chat/completions?api-key=sk-demo-secret")
 	if err != nil {
 		return err
 	}
@@ -61,8 +66,9 @@ func run() error {
 
 	fmt.Println("== public tier: the provider asks for 30 s, the turn's budget is 10 s")
 	ctx := retryhttp.WithBudget(context.Background(), retryhttp.NewBudget(retryhttp.PublicTierMaxWait))
+	down.Outage(time.Now().Add(30 * time.Second)) // a 429 with Retry-After: 30 to every request
 	start = time.Now()
-	_, err = complete(ctx, client, provider.URL+"/v1/chat/completions?overloaded=1")
+	_, err = complete(ctx, client, busy.URL+"/v1/chat/completions")
 	var rerr *retryhttp.Error
 	switch {
 	case errors.Is(err, retryhttp.ErrRateLimited) && errors.As(err, &rerr):
@@ -73,47 +79,56 @@ func run() error {
 		return errors.New("public tier: want ErrRateLimited, got an answer")
 	}
 
-	fmt.Println("\n== eight calls meet one rate limit: the provider answers the first 429, retry-after-ms 1000")
+	fmt.Println("\n== eight workers, 24 calls, one rate limit: 20 requests a second, 4 at once (OpenAI's headers)")
 	for _, shared := range []bool{false, true} {
-		requests, err := burst(provider, shared)
+		s, took, err := workers(shared)
 		if err != nil {
 			return err
 		}
+		how := "without a Cooldown:"
 		if shared {
-			fmt.Printf("with a Cooldown:    8 answers, %d requests: the first 429 held the other seven\n", requests)
-		} else {
-			fmt.Printf("without a Cooldown: 8 answers, %d requests: each call collected its own 429\n", requests)
+			how = "with a Cooldown:   "
 		}
+		fmt.Printf("%s 24 answers, %d requests (%d refused) in %v\n", how, s.Requests, s.Refused, took.Round(10*time.Millisecond))
 	}
+	fmt.Println("(the Cooldown learns the rate from the first 429 and the provider's counts, and paces the calls under it)")
 	return nil
 }
 
-// burst sends one call, and seven more 50 ms later while the provider is
-// still limiting, through one Transport, with or without a Cooldown; it
-// returns how many requests the provider saw.
-func burst(provider *httptest.Server, shared bool) (int64, error) {
-	opts := []retryhttp.Option{}
+// workers sends 24 calls from eight goroutines through one Transport, with
+// or without a Cooldown, to a fresh provider that admits 20 requests a
+// second, 4 at once (retryhttptest's fake provider, in OpenAI's dialect);
+// it returns what the provider counted and how long the calls took.
+func workers(shared bool) (retryhttptest.ProviderStats, time.Duration, error) {
+	provider := retryhttptest.NewProvider(retryhttptest.ProviderConfig{Requests: retryhttptest.Limit{Rate: 20, Size: 4}})
+	srv := httptest.NewServer(provider)
+	defer srv.Close()
+	opts := []retryhttp.Option{retryhttp.WithMaxRetries(10)}
 	if shared {
 		opts = append(opts, retryhttp.WithCooldown(retryhttp.NewCooldown(nil)))
 	}
-	client := &http.Client{Transport: retryhttp.New(http.DefaultTransport, opts...)}
-	scene := fmt.Sprintf("%s/v1/chat/completions?limited=%v", provider.URL, shared)
+	base := http.DefaultTransport.(*http.Transport).Clone()
+	defer base.CloseIdleConnections()
+	client := &http.Client{Transport: retryhttp.New(base, opts...)}
+	start := time.Now()
 	errs := make(chan error, 8)
-	for i := range 8 {
-		if i == 1 {
-			time.Sleep(50 * time.Millisecond) // the first call has met the limit
-		}
+	for range 8 {
 		go func() {
-			_, err := complete(context.Background(), client, scene)
-			errs <- err
+			for range 3 {
+				if _, err := complete(context.Background(), client, srv.URL+"/v1/chat/completions"); err != nil {
+					errs <- err
+					return
+				}
+			}
+			errs <- nil
 		}()
 	}
 	for range 8 {
 		if err := <-errs; err != nil {
-			return 0, err
+			return retryhttptest.ProviderStats{}, 0, err
 		}
 	}
-	return limited.requests(scene), nil
+	return provider.Stats(), time.Since(start), nil
 }
 
 // complete sends one chat request and returns the answer's body.
@@ -140,60 +155,14 @@ func complete(ctx context.Context, client *http.Client, url string) (string, err
 	return string(b), nil
 }
 
-// limitedScenes is the provider's state for ?limited=: per scene, when the
-// limit ends and how many requests it saw.
-type limitedScenes struct {
-	mu     sync.Mutex
-	until  map[string]time.Time
-	counts map[string]int64
-}
-
-var limited = limitedScenes{until: map[string]time.Time{}, counts: map[string]int64{}}
-
-// admit counts a request of scene and returns how long it must still wait:
-// the first request starts a one-second limit.
-func (l *limitedScenes) admit(scene string) time.Duration {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	l.counts[scene]++
-	if _, ok := l.until[scene]; !ok {
-		l.until[scene] = time.Now().Add(time.Second)
-	}
-	return time.Until(l.until[scene])
-}
-
-func (l *limitedScenes) requests(url string) int64 {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.counts[url[strings.Index(url, "?")+1:]]
-}
-
-// newProvider starts a fake LLM API on 127.0.0.1 that fails the way real
-// ones do: an overloaded 503, then a 429 asking for 1.5 s in retry-after-ms,
-// then an answer. With ?overloaded=1 it always answers 429, Retry-After: 30.
-// With ?limited=... the first request starts a one-second rate limit, and
-// every request within it gets a 429 with what is left in retry-after-ms.
-func newProvider() *httptest.Server {
+// newPaidTier starts a fake LLM API on 127.0.0.1 that fails the way real
+// ones do: an overloaded 503, then a 429 asking for 1.5 s in
+// retry-after-ms, then an answer.
+func newPaidTier() *httptest.Server {
 	var n atomic.Int64
 	return httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		io.Copy(io.Discard, r.Body)
 		w.Header().Set("Content-Type", "application/json")
-		if r.URL.Query().Has("limited") {
-			if wait := limited.admit(r.URL.RawQuery); wait > 0 {
-				w.Header().Set("retry-after-ms", strconv.FormatInt(wait.Milliseconds()+1, 10))
-				w.WriteHeader(http.StatusTooManyRequests)
-				io.WriteString(w, `{"error":{"type":"rate_limit_error"}}`)
-				return
-			}
-			io.WriteString(w, `{"choices":[{"message":{"content":"ok"}}]}`)
-			return
-		}
-		if r.URL.Query().Get("overloaded") != "" {
-			w.Header().Set("Retry-After", "30")
-			w.WriteHeader(http.StatusTooManyRequests)
-			io.WriteString(w, `{"error":{"type":"rate_limit_error"}}`)
-			return
-		}
 		switch n.Add(1) {
 		case 1:
 			w.WriteHeader(http.StatusServiceUnavailable)
