@@ -129,7 +129,7 @@ func (c *call) readAsk() {
 	r := &c.r
 	r.ask, r.hasAsk = ParseRetryAfter(r.resp.Header, r.now)
 	if isJSON(r.resp.Header) && r.resp.ContentLength <= maxDrain {
-		ahead := startReadAhead(r.resp.Body, true)
+		ahead := startReadAhead(r.resp.Body, true, c.sentTry())
 		r.resp.Body = ahead
 		ahead.wait(c.ctx, bodyTimeout)
 		hint := ParseErrorBody(errorBody(r.resp.Header, ahead.bytes()))
@@ -242,7 +242,7 @@ func (c *call) stop() (*http.Response, error) {
 	logGiveUp(c.cfg.logger, c.req, r.d.outcome, r.try, c.p.waited, r.status, r.safeErr)
 	if r.d.rateLimited {
 		if r.resp != nil {
-			discard(c.ctx, r.resp, bodyTimeout) // no wait follows (R10)
+			discard(c.ctx, r.resp, bodyTimeout, c.sentTry()) // no wait follows (R10)
 		}
 		return nil, c.rateLimited(c.p.fail(r.d.outcome, ErrRateLimited))
 	}
@@ -267,7 +267,7 @@ func (c *call) wait() error {
 	ok := true
 	if r.resp != nil {
 		clk := c.cfg.clock
-		discard(c.ctx, r.resp, min(max(r.d.wait-clk.Since(r.now), reuseGrace), bodyTimeout))
+		discard(c.ctx, r.resp, min(max(r.d.wait-clk.Since(r.now), reuseGrace), bodyTimeout), c.sentTry())
 		spent := min(clk.Since(r.now), r.d.wait)
 		if c.ctx.Err() != nil {
 			unused, ok = max(r.d.wait-spent, 0), false
@@ -300,6 +300,10 @@ func (c *call) rewind() {
 	}
 	c.send = next
 }
+
+// sentTry is the try under way, as the request it sent and the base it went
+// to: a first try's body is ended through them when it is abandoned (R10).
+func (c *call) sentTry() sentTry { return sentTry{req: c.send, base: c.t.base} }
 
 // rateLimited ends a call that carries a Budget with ErrRateLimited (R8),
 // and lets the Budget remember it (R20).
