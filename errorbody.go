@@ -34,16 +34,26 @@ type BodyHint struct {
 // non-JSON or truncated input, and input nested deeper than encoding/json
 // allows (10000 levels), give the zero BodyHint. RetryAfter is never
 // negative, and no input makes it panic.
-func ParseErrorBody(body []byte) BodyHint {
+func ParseErrorBody(body []byte) BodyHint { return parseErrorBody(body).BodyHint }
+
+// errorHint is what the transport reads of a provider's error body (R19):
+// the BodyHint that ParseErrorBody returns, and what only the transport
+// acts on (API.md fixes BodyHint's fields).
+type errorHint struct {
+	BodyHint
+}
+
+// parseErrorBody is ParseErrorBody, with what only the transport acts on.
+func parseErrorBody(body []byte) errorHint {
 	// A Decoder reads the first value and leaves any trailing bytes alone;
 	// UseNumber keeps a huge number as text instead of failing the decode.
 	dec := json.NewDecoder(bytes.NewReader(body))
 	dec.UseNumber()
 	var v any
 	if dec.Decode(&v) != nil {
-		return BodyHint{}
+		return errorHint{}
 	}
-	var h BodyHint
+	var h errorHint
 	switch v := v.(type) {
 	case map[string]any:
 		h.addEnvelope(v)
@@ -59,7 +69,7 @@ func ParseErrorBody(body []byte) BodyHint {
 
 // addEnvelope adds to h what one {"error": {...}} envelope says. Every type
 // is checked where it is read, so a wrong one leaves out only its own field.
-func (h *BodyHint) addEnvelope(env map[string]any) {
+func (h *errorHint) addEnvelope(env map[string]any) {
 	e, _ := env["error"].(map[string]any)
 	if e == nil {
 		return
