@@ -122,9 +122,13 @@ func (c *call) hear() {
 // header asks for more (R19): as long as the header's, the body's is the ask,
 // exact where a whole-second header may mean less (R17). The body is read
 // ahead, at most bodyTimeout, and takes the body's place: parsed here,
-// drained by a wait, or handed back whole with the response (R19). A body
-// that says the quota is spent makes the try Permanent: a spent quota is not
-// "busy, try again in a minute".
+// drained by a wait, or handed back whole with the response (R19). Two
+// bodies make the try Permanent, handed back as they are, even with a
+// Budget: one that says the quota is spent (not "busy, try again in a
+// minute"), and a 504 whose Google error says DEADLINE_EXCEEDED (the
+// request overran Google's own deadline: Google's word is to raise the
+// timeout, and sent again unchanged it spends another; a gateway's 504
+// says nothing of the kind and is still retried).
 func (c *call) readAsk() {
 	r := &c.r
 	r.ask, r.hasAsk = ParseRetryAfter(r.resp.Header, r.now)
@@ -132,8 +136,8 @@ func (c *call) readAsk() {
 		ahead := startReadAhead(r.resp.Body, true, c.sentTry())
 		r.resp.Body = ahead
 		ahead.wait(c.ctx, bodyTimeout)
-		hint := ParseErrorBody(errorBody(r.resp.Header, ahead.bytes()))
-		if hint.Exhausted {
+		hint := parseErrorBody(errorBody(r.resp.Header, ahead.bytes()))
+		if hint.Exhausted || hint.deadlineExceeded && r.status == http.StatusGatewayTimeout {
 			r.class = Permanent
 		} else if hint.RetryAfter > 0 && (!r.hasAsk || hint.RetryAfter >= r.ask) {
 			r.ask, r.hasAsk, r.inBody = hint.RetryAfter, true, true

@@ -34,6 +34,11 @@ type BodyHint struct {
 // non-JSON or truncated input, and input nested deeper than encoding/json
 // allows (10000 levels), give the zero BodyHint. RetryAfter is never
 // negative, and no input makes it panic.
+//
+// The transport reads one thing more, which BodyHint has no field for: a
+// Google error whose error.status is DEADLINE_EXCEEDED. On a 504 that makes
+// the try Permanent (R19): the request overran Google's own deadline, and
+// sent again unchanged it spends another.
 func ParseErrorBody(body []byte) BodyHint { return parseErrorBody(body).BodyHint }
 
 // errorHint is what the transport reads of a provider's error body (R19):
@@ -41,9 +46,16 @@ func ParseErrorBody(body []byte) BodyHint { return parseErrorBody(body).BodyHint
 // acts on (API.md fixes BodyHint's fields).
 type errorHint struct {
 	BodyHint
+	// deadlineExceeded: an error envelope's error.status is exactly
+	// DEADLINE_EXCEEDED, as Google's APIs (Gemini, Vertex AI) answer a
+	// request that overran Google's own deadline, with a 504. Google's word
+	// is to raise the timeout, not to send it again.
+	deadlineExceeded bool
 }
 
-// parseErrorBody is ParseErrorBody, with what only the transport acts on.
+// parseErrorBody is ParseErrorBody, with what only the transport acts on:
+// deadlineExceeded, read as the rest is, from any envelope of an array,
+// and only from a string.
 func parseErrorBody(body []byte) errorHint {
 	// A Decoder reads the first value and leaves any trailing bytes alone;
 	// UseNumber keeps a huge number as text instead of failing the decode.
@@ -76,6 +88,9 @@ func (h *errorHint) addEnvelope(env map[string]any) {
 	}
 	if e["code"] == "insufficient_quota" || e["type"] == "insufficient_quota" { // OpenAI
 		h.Exhausted = true
+	}
+	if e["status"] == "DEADLINE_EXCEEDED" { // Google: a string, exactly; any other type never equals one
+		h.deadlineExceeded = true
 	}
 	details, _ := e["details"].([]any)
 	for _, d := range details {
