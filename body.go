@@ -8,6 +8,7 @@ import (
 	"io"
 	"mime"
 	"net/http"
+	"reflect"
 	"strings"
 	"sync"
 	"time"
@@ -36,29 +37,33 @@ const reuseGrace = time.Millisecond
 // bound and walk away from a body that stalls. Handed back to the caller, it
 // is the body whole (R19): the bytes read ahead as they come, then the rest.
 //
-// It never closes the body while its goroutine may be in the body's Read
-// (issue 17). io.ReadCloser does not promise that a Close concurrent with a
-// Read is safe, and net/http's own reader of a body it decompresses for the
-// caller (resp.Uncompressed, HTTP/1 and HTTP/2 alike) holds a lock in Read
-// while it waits for the gzip header, and takes it in Close: a transport
-// that closed a stalled body to end its read blocked in Close until the
-// caller's context ended. So Close, while the read still goes on, only marks
-// the body closed and returns at once, and the read is ended thus:
+// A read it walks away from is ended (R10), and Close never waits for it.
+// A body's Close may: net/http's reader of a body it gunzips for the caller
+// (resp.Uncompressed, HTTP/1 and HTTP/2 alike) holds a lock while it reads
+// the gzip header, and Close takes it (issue 17: a Close on the transport's
+// goroutine waited for the caller's deadline). So Close, while the read
+// still goes on, ends it thus, and returns:
 //
 //   - on a try that has a context of its own (every retry, and every try
 //     under WithTryTimeout: its body is wrapped by cancelOnClose), Close
 //     cancels that context, which ends a net/http body's Read at once
-//     (HTTP/1 closes the connection, HTTP/2 resets the stream); the
-//     goroutine then closes the body;
+//     (HTTP/1 closes the connection, HTTP/2 resets the stream);
 //   - on the first try without WithTryTimeout, sent with the caller's
-//     request and context (R16 leaves it no context of its own), the
-//     goroutine closes the body as soon as its Read returns: when the
-//     server sends more or closes, or when the caller's context ends (which
-//     ends the Read as above).
+//     request and context (R16 leaves it no context of its own), Close
+//     calls the base's CancelRequest when it has one (*http.Transport: over
+//     HTTP/1 that closes the connection, whatever the body), and closes a
+//     body of net/http's own under the Read, on a goroutine of its own.
+//     net/http guards what its bodies' Read and Close share, so that is
+//     safe, and it ends the Read at once, but for a gzip reader still
+//     reading its header, whose Close waits for that read. io.ReadCloser
+//     does not promise that in general: no other body is closed under its
+//     Read (issue 21).
 //
-// Either way RoundTrip keeps its bound (R10), but in the second case the
-// goroutine, and the connection, may outlive it until then; so may they
-// when a base's body ignores its request's context.
+// The goroutine that read closes the body once its Read returns, unless
+// Close gave that to a goroutine of its own. Left to the server, on a first
+// try without WithTryTimeout (RULES.md R10): a gunzipped body stalled in its
+// gzip header, over HTTP/2 or through a base with no CancelRequest, and a
+// body not net/http's through a base with no CancelRequest.
 //
 // A Read that panics is recovered on the goroutine, where a panic would take
 // the process down: the read ends with errBodyReadPanicked, which does not
@@ -69,6 +74,7 @@ type readAhead struct {
 	body   io.ReadCloser
 	keep   bool                    // keep the bytes (to parse them, and to hand them back)
 	cancel context.CancelCauseFunc // ends the try's own context; nil when it has none (the first try)
+	from   sentTry                 // the try the body came from, to end a read of a first try
 	done   chan struct{}           // closed when the read ahead has ended
 
 	mu         sync.Mutex
@@ -77,16 +83,31 @@ type readAhead struct {
 	off        int        // of buf, handed to the caller
 	err        error      // what ended the read: io.EOF at the end of the body, nil at maxDrain
 	closed     bool       // Close was called
-	bodyClosed bool       // the goroutine closed the body (after Close, or a panic)
+	bodyClosed bool       // the body was closed, or is being closed, by a goroutine of the read ahead
 }
+
+// sentTry is the try a body came from: the request sent, and the base it
+// was sent to. A first try's has no context of the transport's own, and an
+// abandoned read of its body is ended through them (readAhead).
+type sentTry struct {
+	req  *http.Request
+	base http.RoundTripper
+}
+
+// requestCanceler is the way before contexts to end a request in flight,
+// which *http.Transport keeps, deprecated: over HTTP/1 it closes the
+// request's connection, a Read of its body included, whatever the body
+// (net/http's client looks for it the same way). It does nothing over
+// HTTP/2, and nothing once the body was read to its end.
+type requestCanceler interface{ CancelRequest(*http.Request) }
 
 var (
 	errBodyReadPanicked = errors.New("retryhttp: response body Read panicked")
 	errReadAfterClose   = errors.New("retryhttp: read on closed response body")
 )
 
-func startReadAhead(body io.ReadCloser, keep bool) *readAhead {
-	r := &readAhead{body: body, keep: keep, cancel: tryCancel(body), done: make(chan struct{})}
+func startReadAhead(body io.ReadCloser, keep bool, from sentTry) *readAhead {
+	r := &readAhead{body: body, keep: keep, cancel: tryCancel(body), from: from, done: make(chan struct{})}
 	r.more = sync.NewCond(&r.mu)
 	go r.run()
 	return r
@@ -105,12 +126,27 @@ func tryCancel(body io.ReadCloser) context.CancelCauseFunc {
 	return nil
 }
 
+// netHTTPBody reports whether body is one of net/http's own response bodies
+// (HTTP/1, HTTP/2, and their gzip readers), whose Close is safe under a
+// Read: each guards what the two share. Pinned by TestNetHTTPBodies against
+// the net/http in use.
+func netHTTPBody(body io.ReadCloser) bool {
+	t := reflect.TypeOf(body)
+	if t == nil {
+		return false
+	}
+	if t.Kind() == reflect.Pointer {
+		t = t.Elem()
+	}
+	return t.PkgPath() == "net/http"
+}
+
 func (r *readAhead) run() {
 	err := r.read()
 	r.mu.Lock()
 	r.err = err
-	r.bodyClosed = r.closed || errors.Is(err, errBodyReadPanicked)
-	closeIt := r.bodyClosed
+	closeIt := (r.closed || errors.Is(err, errBodyReadPanicked)) && !r.bodyClosed
+	r.bodyClosed = r.bodyClosed || closeIt
 	close(r.done)
 	r.more.Broadcast()
 	r.mu.Unlock()
@@ -186,10 +222,9 @@ func (r *readAhead) bytes() []byte {
 	return r.buf // the goroutine is done with it
 }
 
-// Close closes the body, or, while the read ahead still reads it, has the
-// goroutine close it when its Read returns, and ends the try's own context
-// if it has one, which ends that Read (see readAhead). It never blocks on
-// the read, and never closes the body under it.
+// Close closes the body, or, while the read ahead still reads it, ends
+// that read (see readAhead), and has the body closed when it returns. It
+// never blocks on the read.
 func (r *readAhead) Close() error {
 	r.mu.Lock()
 	if r.closed {
@@ -199,18 +234,31 @@ func (r *readAhead) Close() error {
 	r.closed = true
 	running := !r.finished()
 	closeNow := !running && !r.bodyClosed
+	closeUnder := running && r.cancel == nil && netHTTPBody(r.body)
+	r.bodyClosed = r.bodyClosed || closeNow || closeUnder
 	r.more.Broadcast() // a Read waiting for bytes returns
 	r.mu.Unlock()
 	switch {
+	case running && r.cancel != nil:
+		r.cancel(nil)
 	case running:
-		if r.cancel != nil {
-			r.cancel(nil)
+		if c, ok := r.from.base.(requestCanceler); ok && r.from.req != nil {
+			c.CancelRequest(r.from.req)
+		}
+		if closeUnder {
+			go r.closeUnderRead()
 		}
 	case closeNow:
 		return r.body.Close()
 	}
 	return nil
 }
+
+// closeUnderRead closes a first try's net/http body while the read ahead
+// still reads it, which ends that read (see readAhead). It runs on a
+// goroutine of its own: a gzip reader's Close waits for a read of its
+// header, and Close must never wait (R10).
+func (r *readAhead) closeUnderRead() { closeRecovered(r.body) }
 
 // Read hands back the body: the bytes read ahead, as they come, then the
 // rest, as the caller would have read them without the transport. After

@@ -23,7 +23,13 @@ import (
 // transport's CloseIdleConnections are cleanups.
 func bodyServer(t *testing.T, h2 bool, h http.HandlerFunc) (string, *http.Transport) {
 	t.Helper()
-	srv := httptest.NewUnstartedServer(h)
+	return startLoopback(t, httptest.NewUnstartedServer(h), h2)
+}
+
+// startLoopback starts srv as bodyServer does, for a test that sets more of
+// it first (its ConnState, say).
+func startLoopback(t *testing.T, srv *httptest.Server, h2 bool) (string, *http.Transport) {
+	t.Helper()
 	base := &http.Transport{MaxIdleConnsPerHost: 8}
 	if h2 {
 		srv.EnableHTTP2 = true
@@ -83,8 +89,10 @@ func (s *responses) seen() (protos []int, uncompressed []bool) {
 // while it waits for the gzip header and whose Close takes that lock, so a
 // transport that closed the stalled body under its read waited for the
 // caller's 3 s deadline instead. Over HTTP/1.1 and HTTP/2, on the first try
-// (whose read ends when the server goes) and on a retry (whose read its own
-// context ends, the server still stalled).
+// and on a retry (whose read its own context ends, the server still
+// stalled). The first try's base here is a wrapper with no CancelRequest, so
+// a gzip body stalled in its header is left to the server (RULES.md R10;
+// TestBodyFirstTryEnded checks what is ended, and when).
 func TestBodyStalledAbandoned(t *testing.T) {
 	for _, h2 := range []bool{false, true} {
 		for _, retry := range []bool{false, true} {

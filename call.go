@@ -127,23 +127,23 @@ func (c *call) hear() {
 // header asks for more (R19): as long as the header's, the body's is the ask,
 // exact where a whole-second header may mean less (R17). The body is read
 // ahead, at most bodyTimeout, and takes the body's place: parsed here,
-// drained by a wait, or handed back whole with the response (R19). A body
-// that says the quota is spent makes the try Permanent: a spent quota is not
-// "busy, try again in a minute".
+// drained by a wait, or handed back whole with the response (R19). Two
+// bodies make the try Permanent, handed back as they are, even with a
+// Budget: one that says the quota is spent (not "busy, try again in a
+// minute"), and a 504 whose Google error says DEADLINE_EXCEEDED (the
+// request overran Google's own deadline: Google's word is to raise the
+// timeout, and sent again unchanged it spends another; a gateway's 504
+// says nothing of the kind and is still retried).
 func (c *call) readAsk() {
 	r := &c.r
 	r.ask, r.hasAsk = ParseRetryAfter(r.resp.Header, r.now)
 	if isJSON(r.resp.Header) && r.resp.ContentLength <= maxDrain {
-		ahead := startReadAhead(r.resp.Body, true)
+		ahead := startReadAhead(r.resp.Body, true, c.sentTry())
 		r.resp.Body = ahead
 		ahead.wait(c.ctx, bodyTimeout)
-		body := errorBody(r.resp.Header, ahead.bytes())
-		hint := ParseErrorBody(body)
-		var tooLarge bool
-		if r.status == http.StatusTooManyRequests || r.class == Throttled {
-			r.limits, tooLarge = bodyLimits(body)
-		}
-		if hint.Exhausted || tooLarge {
+		hint := parseErrorBody(errorBody(r.resp.Header, ahead.bytes()))
+		r.limits = hint.limits
+		if hint.Exhausted || hint.deadlineExceeded && r.status == http.StatusGatewayTimeout {
 			r.class = Permanent
 		} else if hint.RetryAfter > 0 && (!r.hasAsk || hint.RetryAfter >= r.ask) {
 			r.ask, r.hasAsk, r.inBody = hint.RetryAfter, true, true
@@ -252,7 +252,7 @@ func (c *call) stop() (*http.Response, error) {
 	logGiveUpAfter(c.cfg.logger, c.req, r.d.outcome, r.try, c.p.waited, r.status, askOf(r.hasAsk, r.inBody), r.safeErr)
 	if r.d.rateLimited {
 		if r.resp != nil {
-			discard(c.ctx, r.resp, bodyTimeout) // no wait follows (R10)
+			discard(c.ctx, r.resp, bodyTimeout, c.sentTry()) // no wait follows (R10)
 		}
 		return nil, c.rateLimited(c.p.fail(r.d.outcome, ErrRateLimited))
 	}
@@ -277,7 +277,7 @@ func (c *call) wait() error {
 	ok := true
 	if r.resp != nil {
 		clk := c.cfg.clock
-		discard(c.ctx, r.resp, min(max(r.d.wait-clk.Since(r.now), reuseGrace), bodyTimeout))
+		discard(c.ctx, r.resp, min(max(r.d.wait-clk.Since(r.now), reuseGrace), bodyTimeout), c.sentTry())
 		spent := min(clk.Since(r.now), r.d.wait)
 		if c.ctx.Err() != nil {
 			unused, ok = max(r.d.wait-spent, 0), false
@@ -310,6 +310,10 @@ func (c *call) rewind() {
 	}
 	c.send = next
 }
+
+// sentTry is the try under way, as the request it sent and the base it went
+// to: a first try's body is ended through them when it is abandoned (R10).
+func (c *call) sentTry() sentTry { return sentTry{req: c.send, base: c.t.base} }
 
 // rateLimited ends a call that carries a Budget with ErrRateLimited (R8),
 // and lets the Budget remember it (R20).

@@ -25,25 +25,53 @@ type BodyHint struct {
 // the largest Duration, as Retry-After is (R5); of several, the largest. A
 // retryDelay that is negative, has an exponent, lacks its "s", or is not a
 // string is ignored. Exhausted is true for OpenAI's insufficient_quota in
-// error.code or error.type, and for an error.details entry whose "@type" ends
+// error.code or error.type, for an error.details entry whose "@type" ends
 // in google.rpc.QuotaFailure with a violation whose quotaId names a per-day
-// quota (contains "PerDay").
+// quota (contains "PerDay"), and for OpenAI's "Request too large ... on
+// tokens per min" (its message, with error.type "tokens"): a call that asks
+// for more than the whole token limit can never succeed (R23), so it is
+// handed back at once, as a spent quota is.
 //
 // Everything else is ignored: other fields, fields of the wrong type (which do
 // not spoil what the others say), bytes after the first JSON value. Empty,
 // non-JSON or truncated input, and input nested deeper than encoding/json
 // allows (10000 levels), give the zero BodyHint. RetryAfter is never
 // negative, and no input makes it panic.
-func ParseErrorBody(body []byte) BodyHint {
+//
+// The transport reads one thing more, which BodyHint has no field for: a
+// Google error whose error.status is DEADLINE_EXCEEDED. On a 504 that makes
+// the try Permanent (R19): the request overran Google's own deadline, and
+// sent again unchanged it spends another.
+func ParseErrorBody(body []byte) BodyHint { return parseErrorBody(body).BodyHint }
+
+// errorHint is what the transport reads of a provider's error body (R19):
+// the BodyHint that ParseErrorBody returns, and what only the transport
+// acts on (API.md fixes BodyHint's fields).
+type errorHint struct {
+	BodyHint
+	// deadlineExceeded: an error envelope's error.status is exactly
+	// DEADLINE_EXCEEDED, as Google's APIs (Gemini, Vertex AI) answer a
+	// request that overran Google's own deadline, with a 504. Google's word
+	// is to raise the timeout, not to send it again.
+	deadlineExceeded bool
+	// limits is the limit a rate-limit error names (R23: a 429 cuts or holds
+	// only the limit it hit; see errorLimits).
+	limits laneMask
+}
+
+// parseErrorBody is ParseErrorBody, with what only the transport acts on:
+// deadlineExceeded, read as the rest is, from any envelope of an array,
+// and only from a string.
+func parseErrorBody(body []byte) errorHint {
 	// A Decoder reads the first value and leaves any trailing bytes alone;
 	// UseNumber keeps a huge number as text instead of failing the decode.
 	dec := json.NewDecoder(bytes.NewReader(body))
 	dec.UseNumber()
 	var v any
 	if dec.Decode(&v) != nil {
-		return BodyHint{}
+		return errorHint{}
 	}
-	var h BodyHint
+	var h errorHint
 	switch v := v.(type) {
 	case map[string]any:
 		h.addEnvelope(v)
@@ -59,7 +87,7 @@ func ParseErrorBody(body []byte) BodyHint {
 
 // addEnvelope adds to h what one {"error": {...}} envelope says. Every type
 // is checked where it is read, so a wrong one leaves out only its own field.
-func (h *BodyHint) addEnvelope(env map[string]any) {
+func (h *errorHint) addEnvelope(env map[string]any) {
 	e, _ := env["error"].(map[string]any)
 	if e == nil {
 		return
@@ -67,6 +95,12 @@ func (h *BodyHint) addEnvelope(env map[string]any) {
 	if e["code"] == "insufficient_quota" || e["type"] == "insufficient_quota" { // OpenAI
 		h.Exhausted = true
 	}
+	if e["status"] == "DEADLINE_EXCEEDED" { // Google: a string, exactly; any other type never equals one
+		h.deadlineExceeded = true
+	}
+	limits, tooLarge := errorLimits(e)
+	h.limits |= limits
+	h.Exhausted = h.Exhausted || tooLarge
 	details, _ := e["details"].([]any)
 	for _, d := range details {
 		d, _ := d.(map[string]any)

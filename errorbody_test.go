@@ -24,6 +24,7 @@ const (
 	geminiPerDay    = `{"error":{"code":429,"message":"You exceeded your current quota, please check your plan and billing details.","status":"RESOURCE_EXHAUSTED","details":[{"@type":"type.googleapis.com/google.rpc.QuotaFailure","violations":[{"quotaMetric":"generativelanguage.googleapis.com/generate_content_free_tier_requests","quotaId":"GenerateRequestsPerDayPerProjectPerModel-FreeTier","quotaDimensions":{"location":"global","model":"gemini-2.0-flash"},"quotaValue":"200"}]},{"@type":"type.googleapis.com/google.rpc.Help","links":[{"description":"Learn more","url":"https://ai.google.dev/gemini-api/docs/rate-limits"}]},{"@type":"type.googleapis.com/google.rpc.RetryInfo","retryDelay":"45.837906927s"}]}}`
 	openAIQuota     = `{"error":{"message":"You exceeded your current quota, please check your plan and billing details.","type":"insufficient_quota","param":null,"code":"insufficient_quota"}}`
 	openAIRate      = `{"error":{"message":"Rate limit reached for gpt-4o in organization org-1 on tokens per min (TPM): Limit 30000, Used 30000, Requested 1200.","type":"tokens","param":null,"code":"rate_limit_exceeded"}}`
+	google504       = `{"error":{"code":504,"message":"Deadline expired before operation could complete.","status":"DEADLINE_EXCEEDED"}}`
 )
 
 // retryInfo is a Gemini body whose only detail is a RetryInfo with delay.
@@ -53,6 +54,10 @@ var errorBodyTests = []errorBodyTest{
 	{"openai other spelling is not matched", `{"error":{"code":"INSUFFICIENT_QUOTA"}}`, BodyHint{}},
 	{"openai message is not read", `{"error":{"message":"insufficient_quota","code":"x"}}`, BodyHint{}},
 	{"openai outside the envelope", `{"code":"insufficient_quota","type":"insufficient_quota"}`, BodyHint{}},
+
+	// DEADLINE_EXCEEDED is read apart (parseErrorBody): the BodyHint has no field for it.
+	{"google 504 DEADLINE_EXCEEDED: nothing to wait for", google504, BodyHint{}},
+	{"vertex 504 DEADLINE_EXCEEDED with a retryDelay: the delay", `[` + google504 + `,` + retryInfo(`"3s"`) + `]`, BodyHint{RetryAfter: 3 * time.Second}},
 
 	// retryDelay.
 	{"whole seconds", retryInfo(`"30s"`), BodyHint{RetryAfter: 30 * time.Second}},
@@ -177,9 +182,10 @@ func TestParseErrorBodyPure(t *testing.T) {
 }
 
 // FuzzParseErrorBody: whatever the bytes, ParseErrorBody never panics and
-// never returns a negative wait; bytes after a whole object or array change
-// nothing; and an object reads the same alone or as the only element of an
-// array (Vertex AI), or twice in one.
+// never returns a negative wait, and is what parseErrorBody reads besides
+// DEADLINE_EXCEEDED; bytes after a whole object or array change nothing;
+// and an object reads the same, DEADLINE_EXCEEDED included, alone or as the
+// only element of an array (Vertex AI), or twice in one.
 func FuzzParseErrorBody(f *testing.F) {
 	for _, seed := range []string{
 		geminiPerMinute, geminiPerDay, "[" + geminiPerMinute + "]", "[" + geminiPerMinute + "," + geminiPerDay + "]",
@@ -191,28 +197,29 @@ func FuzzParseErrorBody(f *testing.F) {
 		`{"error":{"code":1e400,"details":[{"@type":5}]}}`,
 		``, ` `, `null`, `[]`, `{}`, `429`, `"x"`, `<html>`, strings.Repeat("[", 200), strings.Repeat("[", 50) + strings.Repeat("]", 50),
 		geminiPerDay[:100], geminiPerDay + "garbage", "\xef\xbb\xbf{}", "{\"error\":{\"code\":\"insufficient_quota\xff\"}}", "{\xff}",
+		google504, "[" + google504 + "]", `{"error":{"status":["DEADLINE_EXCEEDED"]}}`, `{"error":{"status":"DEADLINE_EXCEEDED\u0000"}}`,
 	} {
 		f.Add([]byte(seed))
 	}
 	f.Fuzz(func(t *testing.T, body []byte) {
-		got := ParseErrorBody(body)
-		if got.RetryAfter < 0 {
-			t.Fatalf("ParseErrorBody(%q) = %+v, want a RetryAfter never negative", body, got)
+		got := parseErrorBody(body) // what ParseErrorBody returns, and what only the transport reads
+		if got.BodyHint != ParseErrorBody(body) || got.RetryAfter < 0 {
+			t.Fatalf("parseErrorBody(%q) = %+v, ParseErrorBody %+v: want the same hint, and a RetryAfter never negative", body, got, ParseErrorBody(body))
 		}
 		trimmed := bytes.TrimLeft(body, " \t\r\n")
 		if !json.Valid(body) || len(trimmed) == 0 || trimmed[0] != '{' && trimmed[0] != '[' {
 			return
 		}
-		if more := ParseErrorBody(append(bytes.Clone(body), "}]garbage"...)); more != got {
+		if more := parseErrorBody(append(bytes.Clone(body), "}]garbage"...)); more != got {
 			t.Fatalf("ParseErrorBody(%q) = %+v, but %+v with bytes after it", body, got, more)
 		}
 		if trimmed[0] != '{' || len(body) >= 9000 {
 			return // wrapped, a body near encoding/json's depth limit would pass it
 		}
 		array := []byte("[" + string(body) + "]")
-		require.Equal(t, got, ParseErrorBody(array), "an object alone and in an array: %q", body)
+		require.Equal(t, got, parseErrorBody(array), "an object alone and in an array: %q", body)
 		twice := []byte("[" + string(body) + "," + string(body) + "]")
-		require.Equal(t, got, ParseErrorBody(twice), "an object once and twice in an array: %q", body)
+		require.Equal(t, got, parseErrorBody(twice), "an object once and twice in an array: %q", body)
 	})
 }
 

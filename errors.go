@@ -68,7 +68,9 @@ func (e *Error) Unwrap() error { return e.Err }
 // WithTryTimeout, or the caller's deadline (context.DeadlineExceeded). So
 // os.IsTimeout(err) and (*url.Error).Timeout(), which ask only the error
 // right inside them, answer through the transport as they do without it
-// (R9).
+// (R9). That holds for a deadline whose Err is its own (a test clock's):
+// once the caller's context has ended, the cause is its ctx.Err(), never
+// what a try's own context made of it.
 func (e *Error) Timeout() bool {
 	if e == nil || e.Err == nil {
 		return false

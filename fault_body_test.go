@@ -179,10 +179,9 @@ var stalledBodyCases = []stalledCase{
 // A failed response whose body stalls never holds the call (R10): the
 // transport reads it for itself at most bodyTimeout where no wait follows,
 // overlaps the read with the wait where one does, and abandons a stalled
-// body without closing it under its read (issue 17): the first try's read
-// ends when the server sends the rest or goes (here, when the test releases
-// it). The server sends 7 of the 1000 bytes it declares, then nothing, as in
-// the report that found the hang.
+// body without waiting on its Close (issue 17), ending its read (issue 21:
+// TestBodyFirstTryEnded times that). The server sends 7 of the 1000 bytes
+// it declares, then nothing, as in the report that found the hang.
 func TestFaultStalledBody(t *testing.T) {
 	for _, tc := range stalledBodyCases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -236,7 +235,7 @@ func TestFaultStalledBody(t *testing.T) {
 				assert.Equal(t, `{"err":`, string(b))
 				resp.Body.Close()
 			}
-			stop() // the server goes: the first try's read ahead, if still reading, ends
+			stop() // the server goes, if the transport had not ended its read already
 			gone := goneWithin(t)
 			t.Logf("RoundTrip returned after %v of real time; the transport's goroutines were gone %v after the server went", took, gone)
 			assert.Less(t, took, time.Second, "RoundTrip's real time: it waited on a stalled body")

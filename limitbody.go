@@ -1,19 +1,22 @@
 package retryhttp
 
-import (
-	"bytes"
-	"encoding/json"
-	"strings"
-)
+import "strings"
 
 // laneMask is a set of lanes.
 type laneMask uint8
 
 func (m laneMask) has(l laneID) bool { return m&(1<<l) != 0 }
 
-// bodyLimits reads which limit a provider's JSON error body says a 429 is
-// about (R23: a 429 cuts or holds only the limit it hit), in each
-// provider's words:
+// bodyLimits is what parseErrorBody reads of the limit a provider's
+// rate-limit error names, and whether it says the call is too large.
+func bodyLimits(body []byte) (hit laneMask, tooLarge bool) {
+	h := parseErrorBody(body)
+	return h.limits, h.Exhausted
+}
+
+// errorLimits reads which limit one error object of a provider's JSON
+// error body says a 429 is about (R23: a 429 cuts or holds only the limit
+// it hit), in each provider's words:
 //
 //   - OpenAI: error.type "tokens" or "requests", or its message's "on
 //     tokens per min (TPM)" / "on requests per min (RPM)";
@@ -25,33 +28,7 @@ func (m laneMask) has(l laneID) bool { return m&(1<<l) != 0 }
 //     quotaMetric names tokens or requests.
 //
 // tooLarge is OpenAI's "Request too large ... on tokens per min": a call
-// asking for more than the whole limit, which can never succeed. Anything
-// else, and any body that is not JSON, says nothing (0, false). It is a
-// pure function and never panics.
-func bodyLimits(body []byte) (hit laneMask, tooLarge bool) {
-	dec := json.NewDecoder(bytes.NewReader(body))
-	dec.UseNumber()
-	var v any
-	if dec.Decode(&v) != nil {
-		return 0, false
-	}
-	envs, _ := v.([]any) // Vertex AI sends an array of envelopes
-	if m, ok := v.(map[string]any); ok {
-		envs = []any{m}
-	}
-	for _, env := range envs {
-		env, _ := env.(map[string]any)
-		e, _ := env["error"].(map[string]any)
-		if e == nil {
-			continue
-		}
-		h, big := errorLimits(e)
-		hit, tooLarge = hit|h, tooLarge || big
-	}
-	return hit, tooLarge
-}
-
-// errorLimits reads one error object of an envelope.
+// asking for more than the whole limit, which can never succeed.
 func errorLimits(e map[string]any) (hit laneMask, tooLarge bool) {
 	typ, _ := e["type"].(string)
 	msg, _ := e["message"].(string)

@@ -11,9 +11,15 @@ import (
 
 // send makes one try. A retry, and every try with a try timeout (R13), runs
 // under its own context, cancelled when the returned body is closed or
-// abandoned (readAhead: that ends a stalled read without closing the body
-// under it), and with a try timeout by a timer on the injected clock if the
-// headers are late: a stream outlives the timeout.
+// abandoned (readAhead: that ends a stalled read without waiting on it), and
+// with a try timeout by a timer on the injected clock if the headers are
+// late: a stream outlives the timeout.
+//
+// A try under its own context that fails once the caller's context has
+// ended fails with the caller's ctx.Err(), whatever the base says: what it
+// says is of the try's context (context.Canceled when the caller's deadline
+// passed, or the try timeout's cause), and errors.Is, os.IsTimeout and
+// (*Error).Timeout must answer as they would without the transport (R9).
 func (t *Transport) send(r *http.Request, retry bool) (*http.Response, error) {
 	d := t.cfg.tryTimeout
 	if d <= 0 && !retry {
@@ -33,16 +39,16 @@ func (t *Transport) send(r *http.Request, retry bool) (*http.Response, error) {
 		if resp != nil {
 			_ = resp.Body.Close()
 		}
-		if ctx.Err() != nil {
-			if err == nil {
-				err = ctx.Err()
-			}
-			return nil, err // the caller's own end, not ours (R2)
+		if err := ctx.Err(); err != nil {
+			return nil, err // the caller's own end, not ours (R2, R9)
 		}
 		return nil, &tryTimeoutError{d: d}
 	}
 	if err != nil {
 		cancel(nil)
+		if err := ctx.Err(); err != nil {
+			return nil, err // the caller's, not the try context's (R9)
+		}
 		return nil, err
 	}
 	resp.Body = cancelOnClose(resp.Body, cancel)

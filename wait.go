@@ -69,8 +69,9 @@ func rewindBody(req *http.Request) (body io.ReadCloser, ok bool) {
 // discard drains a failed response the caller will not get (at most
 // maxDrain) and closes it, so that its connection can be reused (R10). It
 // waits for the drain at most bound, in real time, then abandons a body
-// that stalls (readAhead.Close: never closed under its read).
-func discard(ctx context.Context, resp *http.Response, bound time.Duration) {
+// that stalls (readAhead.Close ends its read, without waiting for it).
+// from is the try the response came from.
+func discard(ctx context.Context, resp *http.Response, bound time.Duration, from sentTry) {
 	ra, ok := resp.Body.(*readAhead)
 	switch {
 	case ok:
@@ -82,7 +83,7 @@ func discard(ctx context.Context, resp *http.Response, bound time.Duration) {
 		_ = resp.Body.Close() // too long to drain: the connection goes
 		return
 	default:
-		ra = startReadAhead(resp.Body, false)
+		ra = startReadAhead(resp.Body, false, from)
 	}
 	ra.wait(ctx, bound)
 	_ = ra.Close()
