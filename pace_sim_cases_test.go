@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/retryhttp/retryhttp/retryhttptest"
 	"github.com/stretchr/testify/assert"
 )
 
@@ -12,10 +13,10 @@ import (
 // workers, 1000 calls) in each dialect; the bounds are the model's numbers
 // with a little room, so that they catch a policy that got worse.
 func TestSimRequests(t *testing.T) {
-	for _, d := range []simDialect{simOpenAI, simAnthropic, simRetryAfter, simGemini, simBare} {
+	for _, d := range retryhttptest.Dialects() {
 		t.Run(d.String(), func(t *testing.T) {
-			p := &simProvider{dialect: d, req: simBucket{rate: 100, size: 10, level: 10}}
-			r := simRun{workers: 64, calls: 1000, cooldown: true}.run(t, p)
+			cfg := retryhttptest.ProviderConfig{Dialect: d, Requests: retryhttptest.Limit{Rate: 100, Size: 10}}
+			r := simRun{workers: 64, calls: 1000, cooldown: true}.run(t, cfg)
 			ideal := 100*r.wall.Seconds() + 10
 			t.Logf("%s: %d ok, %d failed, %.3f requests/success, goodput %.3f, p99 %v", d, r.ok, r.failed, r.perOK(), float64(r.ok)/ideal, r.p99())
 			assert.Equal(t, 1000, r.ok)
@@ -32,11 +33,12 @@ func TestSimRequests(t *testing.T) {
 // no failed call, p99 at most 2 × workers × mean cost ÷ token rate (+1 s
 // where the provider speaks whole seconds).
 func TestSimTokens(t *testing.T) {
-	for _, d := range []simDialect{simOpenAI, simAnthropic, simRetryAfter, simGemini} {
+	for _, d := range retryhttptest.Dialects()[:4] {
 		t.Run(d.String(), func(t *testing.T) {
-			p := &simProvider{dialect: d, req: simBucket{rate: 100, size: 100, level: 100}, tok: simBucket{rate: 50000, size: 50000, level: 50000}}
+			cfg := retryhttptest.ProviderConfig{Dialect: d, Requests: retryhttptest.Limit{Rate: 100, Size: 100},
+				Tokens: retryhttptest.Limit{Rate: 50000, Size: 50000}}
 			sizes := prompts(22)
-			r := simRun{workers: 64, calls: 400, prompt: sizes, cooldown: true}.run(t, p)
+			r := simRun{workers: 64, calls: 400, prompt: sizes, cooldown: true}.run(t, cfg)
 			var mean float64
 			for i := range 400 {
 				mean += math.Ceil(float64(sizes(i)) / 4)
@@ -44,7 +46,7 @@ func TestSimTokens(t *testing.T) {
 			mean /= 400
 			share := r.okTokens / (50000 + 50000*r.wall.Seconds())
 			target := time.Duration(2 * 64 * mean / 50000 * float64(time.Second))
-			if d == simAnthropic || d == simRetryAfter {
+			if d == retryhttptest.AnthropicDialect || d == retryhttptest.RetryAfterDialect {
 				target += time.Second
 			}
 			t.Logf("%s: %d ok, %d failed, %.3f requests/success, token share %.3f, p99 %v (target %v), mean cost %.0f",
