@@ -130,9 +130,10 @@ type cooling struct {
 	key     string
 	mu      sync.Mutex
 	st      StoreState
-	gone    bool        // swept: an answer heard later goes to the key's new entry (issue 21)
-	armedAt time.Time   // a key armed is kept quietAfter at least
-	pending []pendingOp // sent with the next take (R24: a paced send costs one round trip)
+	gone    bool          // swept: an answer heard later goes to the key's new entry (issue 21)
+	armedAt time.Time     // a key armed is kept quietAfter at least
+	wake    chan struct{} // closed when the sends waiting may go sooner (woken)
+	pending []pendingOp   // sent with the next take (R24: a paced send costs one round trip)
 }
 
 const (
@@ -445,9 +446,7 @@ func (c *Cooldown) apply(ctx context.Context, e *cooling, ops []StoreOp) StoreSt
 		local = onClock(st, now)
 		e.restore(&local)
 	}
-	if local.Seq >= e.st.Seq {
-		e.st = local
-	}
+	e.adopt(local)
 	return st
 }
 
@@ -463,9 +462,7 @@ func (c *Cooldown) heardElsewhere(key string, st StoreState) {
 	}
 	local := onClock(st, now)
 	e.mu.Lock()
-	if local.Seq > e.st.Seq {
-		e.st = local
-	}
+	e.adopt(local)
 	e.mu.Unlock()
 }
 

@@ -22,9 +22,10 @@ type ticket struct {
 	shiftAt  [numLanes]time.Duration
 	pushedAt [numLanes]time.Duration
 	movedAt  [numLanes]time.Duration
-	// queued is the part of the send's wait for its slot that the sends
-	// before it make, at the lane's rate perAt: a cut since stretches it.
-	queued [numLanes]time.Duration
+	// due is when the lane covers the send, on the Cooldown's clock, with
+	// the lane's schedule scaled to perAt (StoreLane.Scaled): a rate
+	// changed since scales what is left of it.
+	due    [numLanes]time.Time
 	perAt  [numLanes]float64
 	charge [numLanes]float64
 	gen    [numLanes]uint32
@@ -110,7 +111,9 @@ func (c *call) holdTooLong(w time.Duration) error {
 }
 
 // holdFor sleeps a wait of w already fitted and charged, and logs it when
-// it is the provider's word or a pace slow enough to see (R14).
+// it is the provider's word or a pace slow enough to see (R14). A rate that
+// grows meanwhile wakes it early: what it did not wait goes back to the
+// Budget, and more says what is left.
 func (c *call) holdFor(w time.Duration, fromHold bool) error {
 	if w == 0 {
 		return nil
@@ -118,16 +121,16 @@ func (c *call) holdFor(w time.Duration, fromHold bool) error {
 	if fromHold || w >= time.Second {
 		logHold(c.cfg.logger, c.req, w)
 	}
-	unused, ok := c.sleep(w)
+	unused, ok, _ := c.sleepOr(w, c.r.entry.woken())
 	c.p.waited += w - unused
+	if c.budget != nil {
+		c.budget.refund(unused)
+	}
 	if !ok {
-		if c.budget != nil {
-			c.budget.refund(unused)
-		}
 		logGiveUp(c.cfg.logger, c.req, Canceled, c.p.tries, c.p.waited, c.p.status, c.ctx.Err())
 		return c.p.fail(Canceled, c.ctx.Err())
 	}
-	c.r.held += w
+	c.r.held += w - unused
 	return nil
 }
 
@@ -188,6 +191,7 @@ func (c *call) cooldownLeft() time.Duration {
 // false takes nothing: the wait does not fit, or a refusing hold is in the
 // way (w is then what is left of it).
 func (c *Cooldown) take(ctx context.Context, e *cooling, now time.Time, costs [numLanes]float64, within time.Duration, retry bool) (w time.Duration, tk ticket, ok bool) {
+	// now is the Cooldown's clock at the take: a slot's due time is on it.
 	e.mu.Lock()
 	ops := append(e.takePending(now), StoreOp{Kind: StoreTake, Costs: costs, Within: within, Retry: retry})
 	e.mu.Unlock()
@@ -210,8 +214,12 @@ func (c *Cooldown) take(ctx context.Context, e *cooling, now time.Time, costs [n
 			tk.mark[l] = time.Time{}
 		}
 		tk.charge[l], tk.gen[l] = costs[l]*s.Per, decodeRates(s.Rates).gen
-		ready := addNs(s.Next, math.Min(tk.charge[l], s.Burst)-s.Burst-tk.charge[l])
-		tk.queued[l], tk.perAt[l] = max(ready.Sub(st.Now), 0), s.Per
+		due := st.Wait
+		if !retry {
+			ready := addNs(s.Next, math.Min(tk.charge[l], s.Burst)-s.Burst-tk.charge[l])
+			due = min(max(ready.Sub(st.Now), 0), st.Wait)
+		}
+		tk.due[l], tk.perAt[l] = now.Add(due), s.Scaled
 	}
 	return st.Wait, tk, true
 }
@@ -244,9 +252,10 @@ func (e *cooling) held(now time.Time, tk *ticket) bool {
 }
 
 // more is what a send holding tk must still wait at now: the rest of a hold
-// armed since it took its slot, and what holds and retries let in before it
-// moved the schedule on since; fromHold when a hold is in it.
-// tk is brought up to date.
+// armed since it took its slot, and of its slot on each lane, moved on by
+// the holds and the retries let in before it since, and scaled to the
+// lane's rate if it changed since; fromHold when a hold is in it. tk is
+// brought up to date.
 func (e *cooling) more(now time.Time, tk *ticket) (w time.Duration, fromHold bool) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
@@ -266,18 +275,45 @@ func (e *cooling) more(now time.Time, tk *ticket) (w time.Duration, fromHold boo
 		if !tk.retry {
 			moved += s.Pushed - tk.pushedAt[l]
 		}
-		if s.Per > tk.perAt[l] && tk.perAt[l] > 0 {
-			// The rate was cut since: the sends before it are paced at
-			// the new one (StoreLane.setRates).
-			stretch := durNs(float64(tk.queued[l]) * (s.Per/tk.perAt[l] - 1))
-			moved += stretch
-			tk.queued[l] += stretch
-			tk.perAt[l] = s.Per
+		due := tk.due[l].Add(moved)
+		if s.Scaled != tk.perAt[l] && tk.perAt[l] > 0 && due.After(now) {
+			due = addNs(now, float64(due.Sub(now))*s.Scaled/tk.perAt[l])
 		}
-		w = max(w, moved)
-		tk.shiftAt[l], tk.pushedAt[l] = s.Shift, s.Pushed
+		tk.due[l], tk.perAt[l], tk.shiftAt[l], tk.pushedAt[l] = due, s.Scaled, s.Shift, s.Pushed
+		w = max(w, due.Sub(now))
 	}
 	return w, fromHold
+}
+
+// woken is what wakes the sends of e's key waiting for their slots: closed
+// when a lane's rate grows enough that the schedule was scaled to it, so
+// that they go sooner (StoreLane.setRates).
+func (e *cooling) woken() <-chan struct{} {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.wake == nil {
+		e.wake = make(chan struct{})
+	}
+	return e.wake
+}
+
+// adopt makes st e's state (when it is newer), and wakes the sends waiting
+// if a lane's schedule was scaled to a faster rate. e.mu is held.
+func (e *cooling) adopt(st StoreState) {
+	if st.Seq < e.st.Seq {
+		return
+	}
+	faster := false
+	for l := range st.Lanes {
+		if old := e.st.Lanes[l].Scaled; st.Lanes[l].Scaled < old && old > 0 {
+			faster = true
+		}
+	}
+	e.st = st
+	if faster && e.wake != nil {
+		close(e.wake)
+		e.wake = nil
+	}
 }
 
 // countsTokens reports whether a token lane of e's key is paced or held at

@@ -56,8 +56,9 @@ type StoreLane struct {
 	// Per is the time one unit takes to refill, in nanoseconds (a token's
 	// can be far below one): 0 when the lane is not paced. Burst is what
 	// the bucket holds, in the same time (τ): 0 paces one send after the
-	// other. A Rates op sets both.
-	Per, Burst float64
+	// other. A Rates op sets both. Scaled is the Per the schedule was last
+	// scaled to (setRates).
+	Per, Burst, Scaled float64
 	Limited    time.Time // when the provider last limited the lane (a Limited op)
 	Version    uint64    // of the rates: a Rates op applies only when it names it
 	Rates      string    // the policy's state of the lane, opaque to a Store
@@ -196,21 +197,34 @@ func (s *StoreLane) correct(full, mark time.Time, movedAt time.Duration) bool {
 	return true
 }
 
-// setRates sets the lane's rate at now. A rate cut while sends wait for
-// their slots stretches their schedule by as much, each send its wait in
-// the queue (more), the schedule's end as a whole: paced at the old rate,
-// the queue would go on emptying the provider's bucket (issue 22: a
-// learned rate's first guess, cut three times, had each time a queue of
-// 64 sends refused at the old rate).
+// setRates sets the lane's rate at now. A rate that changes by more than
+// rescaleBy while sends wait for their slots scales their schedule by as
+// much: each send its own wait (cooling.more), the schedule's end as a
+// whole. Paced at the old rate, a queue would go on emptying the
+// provider's bucket after a cut (issue 22: a learned rate's first guess,
+// cut three times, had each time a queue of 64 sends refused at the old
+// rate), or leave it idle after a growth (a first guess 5 times too slow
+// kept 13 s of sends at it while the rate grew back).
 func (s *StoreLane) setRates(now time.Time, per, burst float64, rates string) {
-	if s.Per > 0 && per > s.Per && s.Next.After(now) {
-		d := durNs(float64(s.Next.Sub(now)) * (per/s.Per - 1))
-		s.Next = s.Next.Add(d)
-		s.Moved += d
+	switch {
+	case s.Scaled <= 0 || per <= 0:
+		s.Scaled = per
+	case per > s.Scaled*rescaleBy || per < s.Scaled/rescaleBy:
+		if s.Next.After(now) {
+			d := durNs(float64(s.Next.Sub(now)) * (per/s.Scaled - 1))
+			s.Next = s.Next.Add(d)
+			s.Moved += d
+		}
+		s.Scaled = per
 	}
 	s.Per, s.Burst, s.Rates = per, burst, rates
 	s.Version++
 }
+
+// rescaleBy is how much a lane's rate changes before its schedule is
+// scaled to it: less is noise (a provider's word moves by a percent with
+// each count).
+const rescaleBy = 1.05
 
 // untake gives back the charge of a send whose take left tat at mark and
 // which did not go (its call ended, or a wait did not fit), when no later

@@ -26,12 +26,19 @@ func (c *call) left() (left, untilDeadline time.Duration) {
 // first; then it reports how much of d was not slept, for the Budget to get
 // back (R8).
 func (c *call) sleep(d time.Duration) (unused time.Duration, ok bool) {
+	unused, ok, _ = c.sleepOr(d, nil)
+	return unused, ok
+}
+
+// sleepOr is sleep, ended early, with ok and woke true, when wake is
+// closed (a nil wake never is).
+func (c *call) sleepOr(d time.Duration, wake <-chan struct{}) (unused time.Duration, ok, woke bool) {
 	ctx := c.ctx
 	if ctx.Err() != nil {
-		return d, false
+		return d, false, false
 	}
 	if d <= 0 {
-		return 0, true
+		return 0, true, false
 	}
 	clk := c.cfg.clock
 	start := clk.Now()
@@ -41,12 +48,15 @@ func (c *call) sleep(d time.Duration) (unused time.Duration, ok bool) {
 		if ctx.Err() != nil {
 			// Both were ready: the caller's end wins, so a canceled call
 			// never sends another try (R9).
-			return max(d-clk.Since(start), 0), false
+			return max(d-clk.Since(start), 0), false, false
 		}
-		return 0, true
+		return 0, true, false
 	case <-ctx.Done():
 		timer.Stop()
-		return max(d-clk.Since(start), 0), false
+		return max(d-clk.Since(start), 0), false, false
+	case <-wake:
+		timer.Stop()
+		return max(d-clk.Since(start), 0), true, true
 	}
 }
 
