@@ -59,9 +59,9 @@ type StoreLane struct {
 	// other. A Rates op sets both. Scaled is the Per the schedule was last
 	// scaled to (setRates).
 	Per, Burst, Scaled float64
-	Limited    time.Time // when the provider last limited the lane (a Limited op)
-	Version    uint64    // of the rates: a Rates op applies only when it names it
-	Rates      string    // the policy's state of the lane, opaque to a Store
+	Limited            time.Time // when the provider last limited the lane (a Limited op)
+	Version            uint64    // of the rates: a Rates op applies only when it names it
+	Rates              string    // the policy's state of the lane, opaque to a Store
 }
 
 // A StoreState is what a Store keeps of one key, and what an Apply
