@@ -79,7 +79,7 @@ const (
 	// at the current rate cuts: the others were paced at the old one.
 	cutBy    = 1 / 0.85
 	rampCut  = 2
-	cutPause = 4 // a cut pauses the lane this many sends (of its mean cost)
+	cutPause = 4 // a cut pauses the lane this many sends (of its mean cost; at most this many seconds)
 	// growSpan: a success grows the rate when its send was paced at most
 	// this much slower than the rate now (grow).
 	growSpan = 1.1
@@ -261,6 +261,14 @@ func (e *laneEffect) holdFor(now time.Time, d time.Duration) {
 	}
 }
 
+// pause holds the lane for d from now after a cut: the Cooldown's own
+// choice, so it never refuses.
+func (e *laneEffect) pause(now time.Time, d time.Duration) {
+	if u := now.Add(d); d > 0 && u.After(e.hold) {
+		e.hold = u
+	}
+}
+
 // limit is a 429 about the lane (or a failed try with an ask).
 func (e *laneEffect) limit(now time.Time, n laneNews) {
 	r := &e.rates
@@ -298,12 +306,8 @@ func (e *laneEffect) limit(now time.Time, n laneNews) {
 		r.ramp, r.fast = false, false
 		r.gen++
 		// The sends slotted at the old rate would go on emptying the
-		// provider's bucket: a pause of a few sends lets it refill, unless
-		// the provider said to the millisecond when it has room (its ask
-		// holds every call that long).
-		if true || !(n.hasAsk && n.ask > 0 && n.askRes <= time.Millisecond) {
-			e.holdFor(now, durNs(cutPause*r.per()*r.unit()))
-		}
+		// provider's bucket: a pause of a few sends lets it refill.
+		e.pause(now, durNs(math.Min(cutPause*r.per()*r.unit(), cutPause*float64(maxLearned))))
 	}
 }
 
