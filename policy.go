@@ -113,10 +113,19 @@ func (r rates) per() float64 {
 // burst is what the lane's bucket holds, in ns of refill: the provider's
 // limit when its counts state one, else 0 (one send after the other).
 func (r rates) burst() float64 {
-	if r.word == 0 {
+	if !r.level() {
 		return 0
 	}
 	return r.limit * r.per()
+}
+
+// level reports whether the lane is modelled as the provider's bucket: it
+// states its limit and its rate at a fine resolution, and its counts
+// explain its 429s (a word slowed by 429s they do not explain is not
+// trusted for where the bucket is either: issue 21's provider admitted 10
+// a second while its counts said 99 of 100 were left).
+func (r rates) level() bool {
+	return r.limit > 0 && r.word > 0 && r.slow <= 1
 }
 
 // unit is the mean cost of the lane's sends, at least 1: the bounds of a
@@ -200,7 +209,7 @@ func hearLane(r rates, now time.Time, quiet time.Duration, n laneNews) laneEffec
 	if !n.sent.IsZero() && n.sent.Before(now) {
 		from = n.sent
 	}
-	level := e.rates.limit > 0 && e.rates.word > 0
+	level := e.rates.level()
 	switch c := n.counts; {
 	case level && c.ok && c.limit >= c.remaining:
 		// The count is where the provider's bucket is: full again when
@@ -234,8 +243,15 @@ func (e *laneEffect) hearCounts(n laneNews) {
 		// A count is rounded down to a whole unit, so one answer's rate is
 		// at most 1/(limit − remaining) too fast; the slowest of the
 		// recent ones is the rate (the others, let down 1% an answer, so
-		// that a provider whose rate grows is followed).
-		e.rates.word = math.Max(iv*exactSlack, e.rates.word*wordDecay)
+		// that a provider whose rate grows is followed). One at least
+		// twice as fast, from two units spent or more, is the provider's
+		// rate now: an absurd count is corrected by the next sane one.
+		word := iv * exactSlack
+		if e.rates.word == 0 || word*2 < e.rates.word && c.limit-c.remaining >= 2 {
+			e.rates.word = word
+		} else {
+			e.rates.word = math.Max(word, e.rates.word*wordDecay)
+		}
 	} else if e.rates.hi == 0 {
 		e.rates.hi = iv
 	} else {

@@ -139,7 +139,11 @@ func checkCountsRule(check func(bool, string), r rates, n laneNews, g rates) {
 	iv := math.Min(float64(c.window)/float64(c.limit-c.remaining), float64(maxWindow)/float64(c.limit))
 	check(g.limit == float64(c.limit), "a count states the bucket")
 	if c.res*exactRes <= c.window {
-		want := math.Max(math.Max(iv*exactSlack, r.word*wordDecay), float64(minInterval)/math.Max(g.mean, 1))
+		want := math.Max(iv*exactSlack, r.word*wordDecay)
+		if r.word == 0 || iv*exactSlack*2 < r.word && c.limit-c.remaining >= 2 {
+			want = iv * exactSlack // a rate twice as fast, from two units spent or more, is the rate now
+		}
+		want = math.Max(want, float64(minInterval)/math.Max(g.mean, 1))
 		check(math.Abs(g.word-want) <= want*1e-9, "fine counts are the word: the slowest recent one")
 		check(g.word <= float64(maxWindow)/float64(c.limit)*exactSlack*1.001 || r.word*wordDecay > float64(maxWindow)/float64(c.limit),
 			"no count makes a rate slower than its whole limit in a minute (issue 21)")
@@ -217,7 +221,7 @@ func checkHoldRule(check func(bool, string), now time.Time, r rates, n laneNews,
 		check(e.refuse == (n.ask > maxHold), "an ask past maxHold refuses the lane meanwhile (issue 21)")
 	}
 	check(e.hold.IsZero() || !e.hold.After(now.Add(maxHold)), "no hold past maxHold")
-	level := e.rates.limit > 0 && e.rates.word > 0
+	level := e.rates.limit > 0 && e.rates.word > 0 && e.rates.slow <= 1
 	if c := n.counts; level && c.ok && c.limit >= c.remaining {
 		want := min(durNs(float64(c.limit-c.remaining)*e.rates.per()), maxWindow)
 		check(e.full.Equal(n.sent.Add(want)), "a count places the provider's bucket, from the send")
