@@ -34,12 +34,15 @@ func TestCooldownAfterAnOutage(t *testing.T) {
 	}
 }
 
-// outageRun is 8 workers calling a provider (answers in 50 ms) that is out
+// outageRun is 8 workers calling a provider (answers in 200 ms) that is out
 // for outage, then takes everything; it returns the successes in the 10
 // minutes after it came back.
 func outageRun(t *testing.T, outage time.Duration, cooldown bool) (ok int) {
+	// Answers in 200 ms: 8 workers make 24,000 calls in 10 minutes without
+	// a Cooldown (the 50 ms made 96,000: the same ratio, four times
+	// the run time).
 	synctest.Test(t, func(t *testing.T) {
-		p := retryhttptest.NewProvider(retryhttptest.ProviderConfig{Dialect: retryhttptest.BareDialect, Latency: 50 * time.Millisecond})
+		p := retryhttptest.NewProvider(retryhttptest.ProviderConfig{Dialect: retryhttptest.BareDialect, Latency: 200 * time.Millisecond})
 		start := time.Now()
 		back, end := start.Add(outage), start.Add(outage+10*time.Minute)
 		p.Outage(back)

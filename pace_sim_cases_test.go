@@ -20,38 +20,56 @@ func TestSimRequests(t *testing.T) {
 			ideal := 100*r.wall.Seconds() + 10
 			t.Logf("%s: %d ok, %d failed, %.3f requests/success, goodput %.3f, p99 %v", d, r.ok, r.failed, r.perOK(), float64(r.ok)/ideal, r.p99())
 			assert.Equal(t, 1000, r.ok)
-			assert.LessOrEqual(t, r.perOK(), 1.2)
-			assert.GreaterOrEqual(t, float64(r.ok)/ideal, 0.85)
+			assert.LessOrEqual(t, r.perOK(), 1.1)
+			assert.GreaterOrEqual(t, float64(r.ok)/ideal, 0.9)
+			assert.LessOrEqual(t, r.p99(), 1500*time.Millisecond)
 		})
 	}
 }
 
-// TestSimTokens: issue 22's load (100 requests a second with a burst of
-// 10, 50,000 tokens a second in a bucket of 50,000; prompts of 100 to 4,000
-// tokens; 64 workers; 400 calls) in each dialect, against its targets: at
-// most 1.1 requests per success, at least 0.9 of the token limit served,
-// no failed call, p99 at most 2 × workers × mean cost ÷ token rate (+1 s
-// where the provider speaks whole seconds).
+// TestSimTokens: issue 22's load (100 requests a second, 50,000 tokens a
+// second in a bucket of 50,000; prompts of 100 to 4,000 tokens, mean about
+// 1,500; 64 workers; 400 calls) in each dialect that names the limit, three
+// prompt draws each, against issue 22's targets on the mean of the three:
+// at most 1.1 requests per success and at least 0.9 of the token limit
+// served, no failed call, and a p99 of at most 2 × workers × mean cost ÷
+// token rate (+1 s where the provider speaks whole seconds); each run
+// within a little more of them.
 func TestSimTokens(t *testing.T) {
 	for _, d := range retryhttptest.Dialects()[:4] {
 		t.Run(d.String(), func(t *testing.T) {
-			cfg := retryhttptest.ProviderConfig{Dialect: d, Requests: retryhttptest.Limit{Rate: 100, Size: 100},
-				Tokens: retryhttptest.Limit{Rate: 50000, Size: 50000}}
-			sizes := prompts(22)
-			r := simRun{workers: 64, calls: 400, prompt: sizes, cooldown: true}.run(t, cfg)
-			var mean float64
-			for i := range 400 {
-				mean += math.Ceil(float64(sizes(i)) / 4)
+			var perOK, share float64
+			for seed := uint64(1); seed <= 3; seed++ {
+				r, sh, target := simTokenRun(t, d, seed)
+				t.Logf("%s, draw %d: %d ok, %d failed, %.3f requests/success, token share %.3f, p99 %v (target %v)",
+					d, seed, r.ok, r.failed, r.perOK(), sh, r.p99(), target)
+				assert.Equal(t, 400, r.ok)
+				assert.LessOrEqual(t, r.perOK(), 1.2)
+				assert.GreaterOrEqual(t, sh, 0.85)
+				assert.LessOrEqual(t, r.p99(), target+target/4)
+				perOK, share = perOK+r.perOK()/3, share+sh/3
 			}
-			mean /= 400
-			share := r.okTokens / (50000 + 50000*r.wall.Seconds())
-			target := time.Duration(2 * 64 * mean / 50000 * float64(time.Second))
-			if d == retryhttptest.AnthropicDialect || d == retryhttptest.RetryAfterDialect {
-				target += time.Second
-			}
-			t.Logf("%s: %d ok, %d failed, %.3f requests/success, token share %.3f, p99 %v (target %v), mean cost %.0f",
-				d, r.ok, r.failed, r.perOK(), share, r.p99(), target, mean)
-			assert.Equal(t, 400, r.ok)
+			assert.LessOrEqual(t, perOK, 1.1, "requests per success, the mean of three")
+			assert.GreaterOrEqual(t, share, 0.9, "the share of the token limit served, the mean of three")
 		})
 	}
+}
+
+// simTokenRun is one run of issue 22's load, its share of the token limit
+// served and its p99 target.
+func simTokenRun(t *testing.T, d retryhttptest.Dialect, seed uint64) (simResult, float64, time.Duration) {
+	cfg := retryhttptest.ProviderConfig{Dialect: d, Requests: retryhttptest.Limit{Rate: 100, Size: 100},
+		Tokens: retryhttptest.Limit{Rate: 50000, Size: 50000}}
+	sizes := prompts(seed)
+	r := simRun{workers: 64, calls: 400, prompt: sizes, cooldown: true}.run(t, cfg)
+	var mean float64
+	for i := range 400 {
+		mean += math.Ceil(float64(sizes(i)) / 4)
+	}
+	mean /= 400
+	target := time.Duration(2 * 64 * mean / 50000 * float64(time.Second))
+	if d == retryhttptest.AnthropicDialect || d == retryhttptest.RetryAfterDialect {
+		target += time.Second
+	}
+	return r, r.okTokens / (50000 + 50000*r.wall.Seconds()), target
 }
