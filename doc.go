@@ -16,9 +16,10 @@
 // caller's, its body unread.
 //
 // Defaults: 2 retries (3 tries); [DefaultBackoff] (400 ms, then 800 ms, ±20%
-// jitter, 30 s cap on the transport's own delay); the [Classify] rules; no
-// per-try timeout; no Budget, Quota, Cooldown, idempotency key or Observer; a
-// no-op logger; the real clock.
+// jitter, 30 s cap on the transport's own delay); no single wait of
+// [DefaultMaxWait] (5 minutes) or more; the [Classify] rules; no per-try
+// timeout; no Budget, Quota, Cooldown, idempotency key or Observer; a no-op
+// logger; the real clock.
 //
 //	client := &http.Client{Transport: retryhttp.New(http.DefaultTransport, retryhttp.WithLogger(log))}
 //	ctx = retryhttp.WithBudget(ctx, retryhttp.NewBudget(retryhttp.PublicTierMaxWait)) // public tier
@@ -39,9 +40,13 @@
 // A [Cooldown] (WithCooldown) shares what a provider says about the client:
 // when it asks one call to wait, or its rate-limit headers say a limit is
 // spent ([ParseRateLimitReset]), the other calls to it hold too; and once it
-// has limited the client, every call to it is paced at its rate (the
+// has limited the client, every call to it is paced by each limit it states,
+// requests and tokens ([WithTokens], [EstimateTokens]), at its rate (the
 // provider's own, from its counts, or one learned from its 429s), each wait
-// fitted to the deadline and the Budget.
+// fitted to the deadline and the Budget. A [Store] ([WithStore]) shares a
+// Cooldown's state with the other replicas of a backend, so that together
+// they send at the provider's rate (package
+// github.com/retryhttp/retryhttp/retryredis keeps it on Redis).
 //
 // # Seeing the retries
 //
@@ -57,7 +62,7 @@
 //
 // # Rules
 //
-// What the transport does is set down as rules R1 to R22 in [RULES.md], at
+// What the transport does is set down as rules R1 to R24 in [RULES.md], at
 // the root of the repository; the documentation of each name cites them by
 // number, as in "(R4)".
 //
