@@ -95,6 +95,11 @@
 // Use the RoundTripper there, not a loopback server: see testing/synctest
 // below.
 //
+// A Cooldown remembers what a provider said across calls: that is its job.
+// A table test that shares one Cooldown across its rows (one client made
+// once, as an app makes it) starts each row clean with Cooldown.Reset, else
+// a row's "Retry-After: 30" holds the next row's calls.
+//
 // # Which waits the Clock advances, and why
 //
 // The transport waits in one way only: a Timer on its clock, for every wait
