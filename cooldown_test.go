@@ -118,13 +118,11 @@ func TestCooldownArming(t *testing.T) {
 			Header: http.Header{"Content-Type": {"application/json"}},
 			Body:   `{"error":{"code":429,"details":[{"@type":"type.googleapis.com/google.rpc.RetryInfo","retryDelay":"2.5s"}]}}`},
 			2500 * time.Millisecond, true, false, false},
-		// With the provider's bucket stated (R23), an exhausted limit holds
-		// nobody: the next send waits until the bucket covers it.
-		{"an exhausted OpenAI limit on a 429 waits for the bucket", retryhttptest.Status(429,
-			"X-Ratelimit-Limit-Requests", "10", "X-Ratelimit-Remaining-Requests", "0", "X-Ratelimit-Reset-Requests", "6s"), 0, true, false, false},
-		{"an exhausted Anthropic limit, coarse: a minute at most", retryhttptest.Status(429,
+		{"an exhausted OpenAI limit on a 429 holds until it may be back", retryhttptest.Status(429,
+			"X-Ratelimit-Limit-Requests", "10", "X-Ratelimit-Remaining-Requests", "0", "X-Ratelimit-Reset-Requests", "6s"), 6*time.Second - time.Millisecond, true, false, false},
+		{"an exhausted Anthropic limit an hour off: held the longest hold, refusing", retryhttptest.Status(429,
 			"Anthropic-Ratelimit-Requests-Limit", "10", "Anthropic-Ratelimit-Requests-Remaining", "0",
-			"Anthropic-Ratelimit-Requests-Reset", anthropicReset.Format(time.RFC3339)), 0, true, false, false},
+			"Anthropic-Ratelimit-Requests-Reset", anthropicReset.Format(time.RFC3339)), maxHold, true, false, false},
 		{"an exhausted limit with no bucket stated holds until a resolution before its reset", retryhttptest.Status(429,
 			"X-Ratelimit-Remaining-Requests", "0", "X-Ratelimit-Reset-Requests", "6s"), 6*time.Second - time.Millisecond, true, false, false},
 		{"an ask past the longest hold holds that long, refusing", retryhttptest.Status(429, "Retry-After", "1000000000"), maxHold, true, false, false},

@@ -181,7 +181,7 @@ func newsOps(st *StoreState, now time.Time, h heard, cost [numLanes]float64) (op
 	for l := range numLanes {
 		s := &st.Lanes[l]
 		r := decodeRates(s.Rates)
-		n := laneNews{counts: h.counts[l], hit: hit.has(l), ok: h.ok, cost: cost[l], sent: h.sent,
+		n := laneNews{counts: h.counts[l], hit: hit.has(l), ok: h.ok, cost: cost[l], sent: h.sent, spacing: l == laneRequests,
 			reset: h.reset[l], resetRes: h.resetRes[l], hasReset: h.hasReset[l]}
 		if n.hit {
 			n.ask, n.askRes, n.hasAsk = h.ask, h.askRes, h.hasAsk
@@ -189,6 +189,7 @@ func newsOps(st *StoreState, now time.Time, h heard, cost [numLanes]float64) (op
 		}
 		if h.tk != nil && h.tk.charged.has(l) {
 			n.paced, n.gen, n.pacedPer = true, h.tk.gen[l], h.tk.charge[l]/max(cost[l], 1)
+			n.queued = h.tk.queued.has(l)
 		}
 		if !n.counts.ok && !n.hit && !n.hasReset && !(n.ok && r.per() > 0) {
 			continue // nothing said of this lane

@@ -30,6 +30,9 @@ type ticket struct {
 	charge [numLanes]float64
 	gen    [numLanes]uint32
 	retry  bool // a retry's: the retries let in after it go after it
+	// queued: the lanes on which the send waited behind another send at
+	// least (a 429 to it says something of the rate it was paced at).
+	queued laneMask
 }
 
 // hold waits, before every try, for what the Cooldown imposes on the call's
@@ -220,6 +223,7 @@ func (c *Cooldown) take(ctx context.Context, e *cooling, now time.Time, costs [n
 			due = min(max(ready.Sub(st.Now), 0), st.Wait)
 		}
 		tk.due[l], tk.perAt[l] = now.Add(due), s.Scaled
+		tk.queued |= laneMask(b2u(due >= durNs(tk.charge[l]))) << l
 	}
 	return st.Wait, tk, true
 }
@@ -327,4 +331,11 @@ func (e *cooling) countsTokens(now time.Time) bool {
 		}
 	}
 	return false
+}
+
+func b2u(b bool) uint8 {
+	if b {
+		return 1
+	}
+	return 0
 }

@@ -59,7 +59,7 @@ func (sr simRun) run(t *testing.T, cfg retryhttptest.ProviderConfig) (res simRes
 		start := time.Now()
 		p := retryhttptest.NewProvider(cfg)
 		defer func() { st := p.Stats(); res.requests, res.okTokens = int(st.Requests), float64(st.Tokens) }()
-		opts := []Option{WithMaxRetries(10)}
+		opts := []Option{WithMaxRetries(10), WithBackoff(Backoff{Base: 400 * time.Millisecond, Factor: 2, Max: 30 * time.Second})} // no jitter: a run is repeatable
 		if sr.cooldown {
 			cd := NewCooldown(nil)
 			if cdHook != nil {

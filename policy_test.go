@@ -12,7 +12,7 @@ import (
 // are its word (the slowest recent one) and its coarse counts a bound; no
 // count makes a rate slower than its whole limit in a minute; a limit paces
 // from a guess when nothing is known; a 429 to a send slotted at the
-// current rate cuts it (slows the word when the counts do not explain it),
+// current rate, behind another, cuts it (slows the word when the counts do not explain it),
 // pauses the lane, and ends a ramp; a success
 // grows a rate only for a send paced at about it, fast while ramping or
 // quiet; no learned rate leaves [minInterval, maxLearned] a send; an ask
@@ -71,7 +71,7 @@ func hearNews(now time.Time) []laneNews {
 	}
 	var out []laneNews
 	for _, kind := range []int{0, 1, 2} { // success, 429 about the lane, nothing about it
-		for _, paced := range []int{0, 1, 2} { // not paced, at the current generation, an older one
+		for _, paced := range []int{0, 1, 2, 3} { // not paced, at the current generation, an older one, current but sent at once
 			for _, ask := range []hint{{}, {s, s, true}, {20 * s, s, true}, {13 * ms, 0, true}, {3 * ms, ms, true}, {10 * time.Minute, s, true}} {
 				for _, reset := range []hint{{}, {100 * ms, ms, true}, {s, s, true}} {
 					for _, c := range []counts{{}, {limit: 10, remaining: 0, window: 100 * ms, res: ms, ok: true},
@@ -87,7 +87,10 @@ func hearNews(now time.Time) []laneNews {
 								reset: reset.d, resetRes: reset.res, hasReset: reset.ok, sent: now.Add(-20 * ms)}
 							n.explained = n.hit && c.ok && float64(c.remaining) < math.Max(cost, 1)
 							if paced > 0 {
-								n.paced, n.gen, n.pacedPer = true, uint32(4-paced), 10*float64(ms)/math.Max(cost, 1)
+								n.paced, n.gen, n.pacedPer, n.queued = true, 3, 10*float64(ms)/math.Max(cost, 1), paced != 3
+								if paced == 2 {
+									n.gen = 2 // an older generation
+								}
 							}
 							out = append(out, n)
 						}
@@ -170,7 +173,7 @@ func checkLimitRule(check func(bool, string), r rates, n laneNews, g rates, e la
 	switch {
 	case before.per() == 0:
 		check(g.ramp && g.gen == r.gen+1 && g.learned > 0, "a limit with nothing known paces from a guess, ramping")
-	case !n.paced || n.gen != r.gen:
+	case !n.paced || n.gen != r.gen || !n.queued:
 		check(g.gen == r.gen && g.slow == kept.slow && g.learned == kept.learned, "a 429 to a send slotted at an older rate, or not paced, cuts nothing")
 	case before.word > 0 && n.explained:
 		check(g.gen == r.gen && g.slow == kept.slow, "a 429 the provider's own count explains is no cut")
