@@ -15,18 +15,12 @@ func outputCap(b []byte) int64 {
 	s.object(func(key []byte) bool {
 		switch string(key) {
 		case "max_tokens", "max_completion_tokens", "max_output_tokens":
-			if n, ok := s.integer(); ok {
-				best = max(best, n)
-			}
-			return true
+			return s.capInto(&best)
 		case "generationConfig", "generation_config":
 			if s.peek() == '{' {
 				s.object(func(key []byte) bool {
 					if string(key) == "maxOutputTokens" || string(key) == "max_output_tokens" {
-						if n, ok := s.integer(); ok {
-							best = max(best, n)
-						}
-						return true
+						return s.capInto(&best)
 					}
 					return false
 				})
@@ -36,6 +30,20 @@ func outputCap(b []byte) int64 {
 		return false
 	})
 	return best
+}
+
+// capInto reads a cap's value into best when it is a number, and reports
+// whether it read it. Any other value (null, as SDKs that marshal an unset
+// field send it, a string, an object) is left to be skipped: read as a
+// number, it would end the scan, and the caps after it would be lost.
+func (s *scanner) capInto(best *int64) bool {
+	if c := s.peek(); c != '-' && (c < '0' || c > '9') {
+		return false
+	}
+	if n, ok := s.integer(); ok {
+		*best = max(*best, n)
+	}
+	return true
 }
 
 // scanner reads JSON from b at i. Each read reports whether it found what
