@@ -135,16 +135,20 @@ func (s *scanner) integer() (int64, bool) {
 		s.b[s.i] == '.' || s.b[s.i] == 'e' || s.b[s.i] == 'E') {
 		s.i++
 	}
+	// Saturating at 2^62: a cap past it means "a lot", and the input
+	// tokens added to it still fit an int64. n <= most/10 before a digit
+	// leaves n*10 + 9 at most most+9, which min brings back.
+	const most = 1 << 62
 	var n int64
 	for _, c := range s.b[start:s.i] {
 		if c < '0' || c > '9' {
 			return 0, false
 		}
-		if n > (1<<62)/10 {
-			n = 1 << 62 // saturating: a cap past 2^62 tokens means "a lot"
+		if n > most/10 {
+			n = most
 			continue
 		}
-		n = n*10 + int64(c-'0')
+		n = min(n*10+int64(c-'0'), most)
 	}
 	return n, s.i > start && s.i < len(s.b) // a number cut by the end of b may be cut short
 }

@@ -99,6 +99,8 @@ var outputCapTests = []struct {
 	// Huge caps saturate.
 	{"2^62 - 1", `{"max_tokens":4611686018427387903}`, mostTokens - 1},
 	{"2^62", `{"max_tokens":4611686018427387904}`, mostTokens},
+	{"2^62 + 5: never above 2^62", `{"max_tokens":4611686018427387909}`, mostTokens},
+	{"2^62 - 4, read exactly", `{"max_tokens":4611686018427387900}`, mostTokens - 4},
 	{"the largest int64", `{"max_tokens":9223372036854775807}`, mostTokens},
 	{"past int64", `{"max_tokens":9223372036854775808}`, mostTokens},
 	{"thirty digits", `{"max_tokens":` + strings.Repeat("9", 30) + `}`, mostTokens},
