@@ -120,6 +120,12 @@ func TestEstimateTokens(t *testing.T) {
 			return r
 		}, maxDrain/4 + 500},
 		{"no GetBody: ContentLength alone, the body never read", func(t *testing.T) *http.Request { return sent(t, 41, nil) }, 11},
+		{"no GetBody, the largest ContentLength: ceil, never a wrap", func(t *testing.T) *http.Request { return sent(t, math.MaxInt64, nil) }, math.MaxInt64/4 + 1},
+		{"the largest ContentLength and the largest cap: still an int64", func(t *testing.T) *http.Request {
+			r := post(t, `{"max_tokens":`+strings.Repeat("9", 30)+`}`)
+			r.ContentLength = math.MaxInt64
+			return r
+		}, math.MaxInt64/4 + 1 + mostTokens},
 		{"no GetBody, ContentLength -1: 0", func(t *testing.T) *http.Request { return sent(t, -1, nil) }, 0},
 		{"no GetBody, ContentLength 0 (unknown): 0", func(t *testing.T) *http.Request { return sent(t, 0, nil) }, 0},
 		{"GetBody fails: ContentLength alone", func(t *testing.T) *http.Request { return sent(t, 41, getBodyFails) }, 11},
