@@ -34,6 +34,10 @@ func errorLimits(e map[string]any) (hit laneMask, tooLarge bool) {
 	msg, _ := e["message"].(string)
 	lower := strings.ToLower(msg)
 	switch {
+	case typ == "rate_limit_error":
+		// First: Anthropic's "1,200 input tokens per minute" also holds
+		// OpenAI's "tokens per min", and would be read as the tokens limit.
+		hit |= anthropicLimit(lower)
 	case typ == "tokens" || strings.Contains(lower, "tokens per min"):
 		hit |= 1 << laneTokens
 		tooLarge = strings.HasPrefix(lower, "request too large")
@@ -43,8 +47,6 @@ func errorLimits(e map[string]any) (hit laneMask, tooLarge bool) {
 		hit |= 1 << laneTokens
 	case strings.Contains(lower, "exceeded call rate limit"):
 		hit |= 1 << laneRequests
-	case typ == "rate_limit_error":
-		hit |= anthropicLimit(lower)
 	}
 	details, _ := e["details"].([]any)
 	for _, d := range details {

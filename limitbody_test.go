@@ -79,6 +79,9 @@ var bodyLimitsTests = []bodyLimitsTest{
 	{"azure call rate limit", azureCalls, lanes(laneRequests), false},
 
 	// Anthropic.
+	{"anthropic input tokens", anthropic429("This request would exceed your organization's rate limit of 1,200 input tokens per minute. Please reduce the prompt length or the maximum tokens requested, or try again later."), lanes(laneInput), false},
+	{"anthropic output tokens", anthropic429("This request would exceed your organization's rate limit of 3,000 output tokens per minute. Please reduce the prompt length or the maximum tokens requested, or try again later."), lanes(laneOutput), false},
+	{"anthropic input tokens, Anthropic's own words", anthropic429("This request would exceed the rate limit for your organization (org-1) of 40,000 input tokens per minute. For details, refer to: https://docs.claude.com/en/api/rate-limits."), lanes(laneInput), false},
 	{"anthropic tokens", anthropic429("This request would exceed your organization's rate limit of 6,000 tokens per minute."), lanes(laneTokens), false},
 	{"anthropic requests", anthropic429("This request would exceed your organization's rate limit of 50 requests per minute. Please try again later."), lanes(laneRequests), false},
 	{"anthropic, the older words", anthropic429("Number of request tokens has exceeded your per-minute rate limit"), lanes(laneTokens), false},
@@ -177,6 +180,8 @@ func TestAnthropicLimit(t *testing.T) {
 		msg  string
 		want laneMask
 	}{
+		{"this request would exceed your organization's rate limit of 1,200 input tokens per minute.", lanes(laneInput)},
+		{"this request would exceed your organization's rate limit of 3,000 output tokens per minute.", lanes(laneOutput)},
 		{"this request would exceed your organization's rate limit of 6,000 tokens per minute.", lanes(laneTokens)},
 		{"this request would exceed your organization's rate limit of 50 requests per minute.", lanes(laneRequests)},
 		{"number of request tokens has exceeded your per-minute rate limit", lanes(laneTokens)},
