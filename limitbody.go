@@ -71,8 +71,16 @@ func errorLimits(e map[string]any) (hit laneMask, tooLarge bool) {
 }
 
 // anthropicLimit reads which limit an Anthropic rate_limit_error's message
-// (lowercased) names.
+// (lowercased) names: the rate it states ("of 50 requests per minute"),
+// else the first words that name one. The rate comes first because the
+// advice after it ("reduce the prompt length or the maximum tokens
+// requested") names tokens whatever the limit was.
 func anthropicLimit(msg string) laneMask {
+	for _, r := range anthropicRates {
+		if strings.Contains(msg, r.words) {
+			return 1 << r.lane
+		}
+	}
 	switch {
 	case strings.Contains(msg, "input tokens"):
 		return 1 << laneInput
@@ -84,4 +92,16 @@ func anthropicLimit(msg string) laneMask {
 		return 1 << laneRequests
 	}
 	return 0
+}
+
+// anthropicRates are the rates an Anthropic message states, the longer
+// words first ("input tokens per minute" holds "tokens per minute").
+var anthropicRates = [...]struct {
+	words string
+	lane  laneID
+}{
+	{"input tokens per minute", laneInput},
+	{"output tokens per minute", laneOutput},
+	{"tokens per minute", laneTokens},
+	{"requests per minute", laneRequests},
 }
