@@ -11,7 +11,7 @@ func (m laneMask) has(l laneID) bool { return m&(1<<l) != 0 }
 // rate-limit error names, and whether it says the call is too large.
 func bodyLimits(body []byte) (hit laneMask, tooLarge bool) {
 	h := parseErrorBody(body)
-	return h.limits, h.Exhausted
+	return h.limits, h.tooLarge
 }
 
 // errorLimits reads which limit one error object of a provider's JSON

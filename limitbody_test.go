@@ -74,6 +74,10 @@ var bodyLimitsTests = []bodyLimitsTest{
 	{"openai too large, but not first: not read", `{"error":{"type":"tokens","message":"Rate limit reached on tokens per min: request too large"}}`, lanes(laneTokens), false},
 	{"openai type is the case: Tokens is not tokens", `{"error":{"type":"Tokens"}}`, 0, false},
 
+	{"openai insufficient_quota: spent, not too large", openAIQuota, 0, false},
+	{"gemini per day: spent, not too large", geminiPerDay, lanes(laneRequests), false},
+	{"vertex array, too large and spent", `[` + openAIQuota + `,` + openAITooLarge + `]`, lanes(laneTokens), true},
+
 	// Azure OpenAI.
 	{"azure token rate limit", azureTokens, lanes(laneTokens), false},
 	{"azure call rate limit", azureCalls, lanes(laneRequests), false},
