@@ -36,7 +36,7 @@ var (
 
 // readGolden reads retryhttptest/testdata/provider_answers.golden, by
 // dialect name.
-func readGolden(t *testing.T) map[string]*goldenSection {
+func readGolden(t testing.TB) map[string]*goldenSection {
 	t.Helper()
 	f, err := os.Open("retryhttptest/testdata/provider_answers.golden")
 	require.NoError(t, err)
