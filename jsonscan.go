@@ -75,33 +75,34 @@ func (s *scanner) peek() byte {
 
 // object reads an object, calling f with each key when the scanner is at
 // its value; f reads the value and returns true, or returns false to have
-// it skipped. It reports whether the object was whole.
-func (s *scanner) object(f func(key []byte) bool) bool {
+// it skipped. It stops at the end of the object, or at the first byte
+// JSON does not allow there.
+func (s *scanner) object(f func(key []byte) bool) {
 	if s.peek() != '{' {
-		return false
+		return
 	}
 	s.i++
 	if s.peek() == '}' {
 		s.i++
-		return true
+		return
 	}
 	for {
 		key, ok := s.str()
 		if !ok || s.peek() != ':' {
-			return false
+			return
 		}
 		s.i++
 		if !f(key) && !s.skip() {
-			return false
+			return
 		}
 		switch s.peek() {
 		case ',':
 			s.i++
 		case '}':
 			s.i++
-			return true
+			return
 		default:
-			return false
+			return
 		}
 	}
 }
