@@ -57,6 +57,9 @@ type errorHint struct {
 	// limits is the limit a rate-limit error names (R23: a 429 cuts or holds
 	// only the limit it hit; see errorLimits).
 	limits laneMask
+	// tooLarge: OpenAI's "Request too large" (errorLimits), one of the
+	// reasons for Exhausted, told apart from a spent quota.
+	tooLarge bool
 }
 
 // parseErrorBody is ParseErrorBody, with what only the transport acts on:
@@ -100,6 +103,7 @@ func (h *errorHint) addEnvelope(env map[string]any) {
 	}
 	limits, tooLarge := errorLimits(e)
 	h.limits |= limits
+	h.tooLarge = h.tooLarge || tooLarge
 	h.Exhausted = h.Exhausted || tooLarge
 	details, _ := e["details"].([]any)
 	for _, d := range details {

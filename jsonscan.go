@@ -15,18 +15,12 @@ func outputCap(b []byte) int64 {
 	s.object(func(key []byte) bool {
 		switch string(key) {
 		case "max_tokens", "max_completion_tokens", "max_output_tokens":
-			if n, ok := s.integer(); ok {
-				best = max(best, n)
-			}
-			return true
+			return s.capInto(&best)
 		case "generationConfig", "generation_config":
 			if s.peek() == '{' {
 				s.object(func(key []byte) bool {
 					if string(key) == "maxOutputTokens" || string(key) == "max_output_tokens" {
-						if n, ok := s.integer(); ok {
-							best = max(best, n)
-						}
-						return true
+						return s.capInto(&best)
 					}
 					return false
 				})
@@ -36,6 +30,20 @@ func outputCap(b []byte) int64 {
 		return false
 	})
 	return best
+}
+
+// capInto reads a cap's value into best when it is a number, and reports
+// whether it read it. Any other value (null, as SDKs that marshal an unset
+// field send it, a string, an object) is left to be skipped: read as a
+// number, it would end the scan, and the caps after it would be lost.
+func (s *scanner) capInto(best *int64) bool {
+	if c := s.peek(); c != '-' && (c < '0' || c > '9') {
+		return false
+	}
+	if n, ok := s.integer(); ok {
+		*best = max(*best, n)
+	}
+	return true
 }
 
 // scanner reads JSON from b at i. Each read reports whether it found what
@@ -67,33 +75,34 @@ func (s *scanner) peek() byte {
 
 // object reads an object, calling f with each key when the scanner is at
 // its value; f reads the value and returns true, or returns false to have
-// it skipped. It reports whether the object was whole.
-func (s *scanner) object(f func(key []byte) bool) bool {
+// it skipped. It stops at the end of the object, or at the first byte
+// JSON does not allow there.
+func (s *scanner) object(f func(key []byte) bool) {
 	if s.peek() != '{' {
-		return false
+		return
 	}
 	s.i++
 	if s.peek() == '}' {
 		s.i++
-		return true
+		return
 	}
 	for {
 		key, ok := s.str()
 		if !ok || s.peek() != ':' {
-			return false
+			return
 		}
 		s.i++
 		if !f(key) && !s.skip() {
-			return false
+			return
 		}
 		switch s.peek() {
 		case ',':
 			s.i++
 		case '}':
 			s.i++
-			return true
+			return
 		default:
-			return false
+			return
 		}
 	}
 }
@@ -127,16 +136,20 @@ func (s *scanner) integer() (int64, bool) {
 		s.b[s.i] == '.' || s.b[s.i] == 'e' || s.b[s.i] == 'E') {
 		s.i++
 	}
+	// Saturating at 2^62: a cap past it means "a lot", and the input
+	// tokens added to it still fit an int64. n <= most/10 before a digit
+	// leaves n*10 + 9 at most most+9, which min brings back.
+	const most = 1 << 62
 	var n int64
 	for _, c := range s.b[start:s.i] {
 		if c < '0' || c > '9' {
 			return 0, false
 		}
-		if n > (1<<62)/10 {
-			n = 1 << 62 // saturating: a cap past 2^62 tokens means "a lot"
+		if n > most/10 {
+			n = most
 			continue
 		}
-		n = n*10 + int64(c-'0')
+		n = min(n*10+int64(c-'0'), most)
 	}
 	return n, s.i > start && s.i < len(s.b) // a number cut by the end of b may be cut short
 }

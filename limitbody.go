@@ -11,7 +11,7 @@ func (m laneMask) has(l laneID) bool { return m&(1<<l) != 0 }
 // rate-limit error names, and whether it says the call is too large.
 func bodyLimits(body []byte) (hit laneMask, tooLarge bool) {
 	h := parseErrorBody(body)
-	return h.limits, h.Exhausted
+	return h.limits, h.tooLarge
 }
 
 // errorLimits reads which limit one error object of a provider's JSON
@@ -34,6 +34,10 @@ func errorLimits(e map[string]any) (hit laneMask, tooLarge bool) {
 	msg, _ := e["message"].(string)
 	lower := strings.ToLower(msg)
 	switch {
+	case typ == "rate_limit_error":
+		// First: Anthropic's "1,200 input tokens per minute" also holds
+		// OpenAI's "tokens per min", and would be read as the tokens limit.
+		hit |= anthropicLimit(lower)
 	case typ == "tokens" || strings.Contains(lower, "tokens per min"):
 		hit |= 1 << laneTokens
 		tooLarge = strings.HasPrefix(lower, "request too large")
@@ -43,8 +47,6 @@ func errorLimits(e map[string]any) (hit laneMask, tooLarge bool) {
 		hit |= 1 << laneTokens
 	case strings.Contains(lower, "exceeded call rate limit"):
 		hit |= 1 << laneRequests
-	case typ == "rate_limit_error":
-		hit |= anthropicLimit(lower)
 	}
 	details, _ := e["details"].([]any)
 	for _, d := range details {
@@ -69,8 +71,16 @@ func errorLimits(e map[string]any) (hit laneMask, tooLarge bool) {
 }
 
 // anthropicLimit reads which limit an Anthropic rate_limit_error's message
-// (lowercased) names.
+// (lowercased) names: the rate it states ("of 50 requests per minute"),
+// else the first words that name one. The rate comes first because the
+// advice after it ("reduce the prompt length or the maximum tokens
+// requested") names tokens whatever the limit was.
 func anthropicLimit(msg string) laneMask {
+	for _, r := range anthropicRates {
+		if strings.Contains(msg, r.words) {
+			return 1 << r.lane
+		}
+	}
 	switch {
 	case strings.Contains(msg, "input tokens"):
 		return 1 << laneInput
@@ -82,4 +92,16 @@ func anthropicLimit(msg string) laneMask {
 		return 1 << laneRequests
 	}
 	return 0
+}
+
+// anthropicRates are the rates an Anthropic message states, the longer
+// words first ("input tokens per minute" holds "tokens per minute").
+var anthropicRates = [...]struct {
+	words string
+	lane  laneID
+}{
+	{"input tokens per minute", laneInput},
+	{"output tokens per minute", laneOutput},
+	{"tokens per minute", laneTokens},
+	{"requests per minute", laneRequests},
 }

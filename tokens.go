@@ -58,7 +58,18 @@ func estimate(req *http.Request) (in, out int64) {
 			estimateBufs.Put(buf)
 		}
 	}
-	return (n + 3) / 4, out
+	return ceilDiv4(n), out
+}
+
+// ceilDiv4 is ceil(n ÷ 4) for n >= 0, with no overflow: (n + 3) / 4 wraps
+// for a ContentLength near the largest int64, and a negative cost would
+// credit a token lane instead of charging it.
+func ceilDiv4(n int64) int64 {
+	q := n / 4
+	if n%4 != 0 {
+		q++
+	}
+	return q
 }
 
 var estimateBufs = sync.Pool{New: func() any { b := make([]byte, maxDrain); return &b }}
