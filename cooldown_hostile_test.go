@@ -129,7 +129,7 @@ func TestCooldownCountsAreBounded(t *testing.T) {
 		require.NoError(t, err, "call %d: every call goes", i)
 		resp.Body.Close()
 	}
-	s, r := laneOf(cd, origin)
+	s, r := originLane(cd)
 	assert.LessOrEqual(t, time.Duration(r.word), 31*time.Second, "the absurd count's rate was bounded")
 	assert.InDelta(t, float64(10*time.Millisecond)*exactSlack, s.Per, float64(100*time.Microsecond), "the sane count since set the rate")
 	for _, w := range clk.Waits() {

@@ -276,9 +276,13 @@ func TestCooldownPacesTheCallThatArmedIt(t *testing.T) {
 		})
 		tr := New(base, WithCooldown(cd), WithBackoff(Backoff{Base: time.Millisecond, Factor: 1}))
 		callsAt(t, tr, 0, 500*time.Microsecond)
-		require.Equal(t, []string{"0", "0", "1"}, log.calls, "call 0's retry goes before call 1, which was waiting")
-		assert.GreaterOrEqual(t, log.at[1], 100*time.Millisecond, "the retry waited for the bucket to hold a request")
-		assert.GreaterOrEqual(t, log.at[2], 200*time.Millisecond, "call 1 once the provider's bucket has refilled a second request")
+		// The exhausted limit holds every call until a millisecond before
+		// its reset (a request lane is paced one send after the other, its
+		// bucket left to the provider: RULES.md R17); then call 1, which
+		// was waiting, and call 0's retry a slot after it.
+		require.Equal(t, []string{"0", "1", "0"}, log.calls)
+		assert.GreaterOrEqual(t, log.at[1], time.Second-time.Millisecond, "the hold")
+		assert.GreaterOrEqual(t, log.at[2]-log.at[1], 100*time.Millisecond, "call 0's retry a slot after call 1")
 	})
 }
 
@@ -292,7 +296,7 @@ func TestCooldownLearnsFromSuccessesOnly(t *testing.T) {
 	tr := New(script, WithClock(clk), WithCooldown(cd))
 	paceLearned(cd, clk.Now(), 100*time.Millisecond)
 	interval := func() time.Duration {
-		s, _ := laneOf(cd, origin)
+		s, _ := originLane(cd)
 		return time.Duration(s.Per)
 	}
 	for _, want := range []time.Duration{100 * time.Millisecond, time.Duration(float64(100*time.Millisecond) * steadyGrow)} {

@@ -38,9 +38,9 @@ func paceAt(cd *Cooldown, now time.Time, interval time.Duration) {
 	setRates(cd, origin, now, rates{word: float64(interval)})
 }
 
-// laneOf is the request lane of key on cd as the Cooldown knows it.
-func laneOf(cd *Cooldown, key string) (StoreLane, rates) {
-	e := cd.entry(key)
+// originLane is the request lane of origin on cd as the Cooldown knows it.
+func originLane(cd *Cooldown) (StoreLane, rates) {
+	e := cd.entry(origin)
 	if e == nil {
 		return StoreLane{}, rates{}
 	}
@@ -158,7 +158,7 @@ func TestCooldownArming(t *testing.T) {
 				assert.True(t, cd.Until(origin).IsZero(), "nobody else held")
 			}
 			require.NotNil(t, cd.find(getReq(context.Background()), nil))
-			s, _ := laneOf(cd, origin)
+			s, _ := originLane(cd)
 			assert.Equal(t, tc.paced, s.Per > 0, "paced")
 		})
 	}
@@ -356,7 +356,7 @@ func TestCooldownBadInput(t *testing.T) {
 			}
 			until := cd.Until(origin)
 			assert.True(t, until.IsZero() || until.After(clk.Now()), "never in the past")
-			if s, _ := laneOf(cd, origin); s.Per > 0 {
+			if s, _ := originLane(cd); s.Per > 0 {
 				assert.GreaterOrEqual(t, s.Per, float64(minInterval))
 			}
 		})

@@ -89,7 +89,7 @@ func TestCooldownRequestTooLarge(t *testing.T) {
 // tokenPaced is a Transport over script whose Cooldown paces origin's
 // token lane by OpenAI's counts: a bucket of 1,000 tokens refilling in a
 // second, empty.
-func tokenPaced(t *testing.T, clk *retryhttptest.Clock, script *retryhttptest.Script, opts ...Option) (*Transport, *Cooldown) {
+func tokenPaced(t *testing.T, clk *retryhttptest.Clock, script *retryhttptest.Script, opts ...Option) *Transport {
 	t.Helper()
 	cd := NewCooldown(nil)
 	arm := retryhttptest.Status(429, append(openAITokens("1000", "0", "1s"), "Retry-After-Ms", "1")...)
@@ -97,7 +97,7 @@ func tokenPaced(t *testing.T, clk *retryhttptest.Clock, script *retryhttptest.Sc
 	resp, err := first.RoundTrip(postOf(context.Background(), 4000))
 	require.NoError(t, err)
 	resp.Body.Close()
-	return New(script, append([]Option{WithClock(clk), WithCooldown(cd)}, opts...)...), cd
+	return New(script, append([]Option{WithClock(clk), WithCooldown(cd)}, opts...)...)
 }
 
 // TestCooldownTokenWaits: a send waits until the provider's tokens cover
@@ -109,7 +109,7 @@ func TestCooldownTokenWaits(t *testing.T) {
 		clk := retryhttptest.NewClock()
 		var held []time.Duration
 		script := retryhttptest.NewScript(retryhttptest.Status(200, openAITokens("1000", "0", "1s")...)).WithClock(clk)
-		tr, _ := tokenPaced(t, clk, script, WithObserver(func(_ context.Context, a Attempt) { held = append(held, a.Held) }))
+		tr := tokenPaced(t, clk, script, WithObserver(func(_ context.Context, a Attempt) { held = append(held, a.Held) }))
 		resp, err := tr.RoundTrip(postOf(context.Background(), 2000)) // 500 tokens
 		require.NoError(t, err)
 		resp.Body.Close()
@@ -119,7 +119,7 @@ func TestCooldownTokenWaits(t *testing.T) {
 	t.Run("a wait that does not fit sends nothing", func(t *testing.T) {
 		clk := retryhttptest.NewClock()
 		script := retryhttptest.NewScript(okReply).WithClock(clk)
-		tr, _ := tokenPaced(t, clk, script)
+		tr := tokenPaced(t, clk, script)
 		ctx, cancel := clk.WithTimeout(context.Background(), 100*time.Millisecond)
 		defer cancel()
 		_, err := tr.RoundTrip(postOf(ctx, 2000))
@@ -133,7 +133,7 @@ func TestCooldownTokenWaits(t *testing.T) {
 		clk := retryhttptest.NewClock()
 		log, logs := logSink()
 		script := retryhttptest.NewScript(okReply).WithClock(clk)
-		tr, _ := tokenPaced(t, clk, script, WithLogger(log))
+		tr := tokenPaced(t, clk, script, WithLogger(log))
 		b := NewBudget(PublicTierMaxWait)
 		resp, err := tr.RoundTrip(postOf(WithBudget(context.Background(), b), 6000)) // 1,500 tokens: over the whole bucket
 		require.NoError(t, err)
@@ -149,7 +149,7 @@ func TestCooldownTokensOfTheCaller(t *testing.T) {
 	clk := retryhttptest.NewClock()
 	var held []time.Duration
 	script := retryhttptest.NewScript(okReply).WithClock(clk)
-	tr, _ := tokenPaced(t, clk, script, WithObserver(func(_ context.Context, a Attempt) { held = append(held, a.Held) }))
+	tr := tokenPaced(t, clk, script, WithObserver(func(_ context.Context, a Attempt) { held = append(held, a.Held) }))
 	resp, err := tr.RoundTrip(postOf(WithTokens(context.Background(), 250), 40000)) // estimated 10,000
 	require.NoError(t, err)
 	resp.Body.Close()

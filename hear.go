@@ -75,7 +75,7 @@ func (h *heard) needsCosts() bool {
 // could not take the send (remaining below its cost) or are exhausted;
 // else, when nothing says, the request lane.
 func (h *heard) hitLanes(costs [numLanes]float64) laneMask {
-	if !h.limited && !(h.hasAsk && h.ask > 0) {
+	if !h.limited && (!h.hasAsk || h.ask <= 0) {
 		return 0
 	}
 	if h.body != 0 {

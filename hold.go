@@ -124,7 +124,7 @@ func (c *call) holdFor(w time.Duration, fromHold bool) error {
 	if fromHold || w >= time.Second {
 		logHold(c.cfg.logger, c.req, w)
 	}
-	unused, ok, _ := c.sleepOr(w, c.r.entry.woken())
+	unused, ok := c.sleepOr(w, c.r.entry.woken())
 	c.p.waited += w - unused
 	if c.budget != nil {
 		c.budget.refund(unused)

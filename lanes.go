@@ -144,7 +144,9 @@ func (s *StoreLane) ready(now time.Time, charge float64, retry bool) time.Time {
 	}
 	head := now
 	if ahead := float64(s.Next.Sub(now)); charge > 0 && ahead > 0 {
-		head = addNs(s.Next, -math.Floor(ahead/charge)*charge)
+		// A slot due at now exactly is its send's, going now: the retry
+		// takes the next (else the two could go at once).
+		head = addNs(s.Next, -(math.Ceil(ahead/charge)-1)*charge)
 	}
 	return earlier(r, later(head, s.RetryNext))
 }

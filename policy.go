@@ -249,7 +249,8 @@ func (e *laneEffect) hearCounts(n laneNews) {
 	}
 	iv := float64(c.window) / float64(c.limit-c.remaining)
 	iv = math.Min(iv, float64(maxWindow)/float64(c.limit))
-	if c.res*exactRes <= c.window {
+	switch {
+	case c.res*exactRes <= c.window:
 		// A count is rounded down to a whole unit, so one answer's rate is
 		// at most 1/(limit − remaining) too fast; the slowest of the
 		// recent ones is the rate (the others, let down 1% an answer, so
@@ -262,9 +263,9 @@ func (e *laneEffect) hearCounts(n laneNews) {
 		} else {
 			e.rates.word = math.Max(word, e.rates.word*wordDecay)
 		}
-	} else if e.rates.hi == 0 {
+	case e.rates.hi == 0:
 		e.rates.hi = iv
-	} else {
+	default:
 		// Each coarse count bounds the rate from below (its reset is
 		// rounded up): the tightest recent bound holds, let up 1% an
 		// answer so that a provider that slows is not held to an old one.

@@ -115,7 +115,7 @@ func checkHearLane(t *testing.T, now time.Time, r rates, quiet time.Duration, n 
 	checkCountsRule(check, r, n, g)
 	checkLimitRule(check, r, n, g, e)
 	checkGrowRule(check, r, quiet, n, g)
-	checkHoldRule(check, now, r, n, e)
+	checkHoldRule(check, now, n, e)
 	unit := math.Max(g.mean, 1)
 	if g.learned > 0 {
 		check(g.learned >= float64(minInterval)/unit*0.999 && g.learned <= float64(maxLearned)/unit*1.001, "a learned rate stays within [minInterval, maxLearned] a send")
@@ -211,14 +211,14 @@ func checkGrowRule(check func(bool, string), r rates, quiet time.Duration, n lan
 		}
 		bounded := math.Min(math.Max(r.learned*want, float64(minInterval)/unit), float64(maxLearned)/unit)
 		check(math.Abs(g.learned-bounded) <= bounded*1e-9, "a success grows a learned rate: fast while ramping or quiet, else slowly")
-		check(!(quiet >= quietAfter) || g.fast || g.ramp, "quiet for quietAfter, it grows fast again (issue 21)")
+		check(quiet < quietAfter || g.fast || g.ramp, "quiet for quietAfter, it grows fast again (issue 21)")
 	}
 }
 
 // checkHoldRule: an ask past its resolution holds the lane; a reset holds
 // where no bucket is stated; a count places the bucket; no hold past
 // maxHold, and one asked past it refuses.
-func checkHoldRule(check func(bool, string), now time.Time, r rates, n laneNews, e laneEffect) {
+func checkHoldRule(check func(bool, string), now time.Time, n laneNews, e laneEffect) {
 	if n.hasAsk && n.ask > n.askRes {
 		check(!e.hold.Before(now.Add(min(n.ask, maxHold))), "an ask past its resolution holds the lane all of it")
 		check(e.refuse == (n.ask > maxHold), "an ask past maxHold refuses the lane meanwhile (issue 21)")

@@ -42,8 +42,8 @@ type slogEntry struct {
 	time  time.Time
 }
 
-func newSlogRecorder(min slog.Level) *slogRecorder {
-	return &slogRecorder{min: min, seen: &slogSeen{}}
+func newSlogRecorder(lowest slog.Level) *slogRecorder {
+	return &slogRecorder{min: lowest, seen: &slogSeen{}}
 }
 
 func (h *slogRecorder) Enabled(_ context.Context, l slog.Level) bool {

@@ -89,7 +89,7 @@ func TestStoreFailingIsNotTheProviderFailing(t *testing.T) {
 	// 2% by a success), from the process's own state.
 	assert.Equal(t, []time.Duration{2 * time.Second, firstInterval, time.Duration(float64(firstInterval) * rampGrow)}, clk.Waits())
 	assert.Positive(t, store.applies.Load(), "the Store was asked")
-	s, _ := laneOf(cd, origin)
+	s, _ := originLane(cd)
 	assert.Positive(t, s.Per, "paced on its own")
 }
 

@@ -101,7 +101,7 @@ func TestCallerEndIsTheCause(t *testing.T) {
 			require.Nil(t, resp)
 			require.Error(t, err)
 			assert.Equal(t, tc.wantTries, tries, "tries")
-			timeout := tc.wantErr == context.DeadlineExceeded
+			timeout := errors.Is(tc.wantErr, context.DeadlineExceeded)
 			assert.ErrorIs(t, err, tc.wantErr, "the caller's ctx.Err(): %v", ctx.Err())
 			assert.Equal(t, timeout, errors.Is(err, context.DeadlineExceeded), "errors.Is(%v, context.DeadlineExceeded)", err)
 			assert.Equal(t, !timeout, errors.Is(err, context.Canceled), "errors.Is(%v, context.Canceled)", err)

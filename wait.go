@@ -26,19 +26,18 @@ func (c *call) left() (left, untilDeadline time.Duration) {
 // first; then it reports how much of d was not slept, for the Budget to get
 // back (R8).
 func (c *call) sleep(d time.Duration) (unused time.Duration, ok bool) {
-	unused, ok, _ = c.sleepOr(d, nil)
-	return unused, ok
+	return c.sleepOr(d, nil)
 }
 
-// sleepOr is sleep, ended early, with ok and woke true, when wake is
-// closed (a nil wake never is).
-func (c *call) sleepOr(d time.Duration, wake <-chan struct{}) (unused time.Duration, ok, woke bool) {
+// sleepOr is sleep, ended early, with ok true, when wake is closed (a nil
+// wake never is).
+func (c *call) sleepOr(d time.Duration, wake <-chan struct{}) (unused time.Duration, ok bool) {
 	ctx := c.ctx
 	if ctx.Err() != nil {
-		return d, false, false
+		return d, false
 	}
 	if d <= 0 {
-		return 0, true, false
+		return 0, true
 	}
 	clk := c.cfg.clock
 	start := clk.Now()
@@ -48,15 +47,15 @@ func (c *call) sleepOr(d time.Duration, wake <-chan struct{}) (unused time.Durat
 		if ctx.Err() != nil {
 			// Both were ready: the caller's end wins, so a canceled call
 			// never sends another try (R9).
-			return max(d-clk.Since(start), 0), false, false
+			return max(d-clk.Since(start), 0), false
 		}
-		return 0, true, false
+		return 0, true
 	case <-ctx.Done():
 		timer.Stop()
-		return max(d-clk.Since(start), 0), false, false
+		return max(d-clk.Since(start), 0), false
 	case <-wake:
 		timer.Stop()
-		return max(d-clk.Since(start), 0), true, true
+		return max(d-clk.Since(start), 0), true
 	}
 }
 
