@@ -58,6 +58,13 @@ local function num()
   if n == nil or n ~= n or n == math.huge or n == -math.huge then error('retryredis: not a number') end
   return n
 end
+-- int reads a whole number of at most 2^54 (a time or duration in µs, a
+-- flag, a version, a Seq): what this script writes, and no junk's 1e300.
+local function int()
+  local n = num()
+  if n ~= math.floor(n) or n > 18014398509481984 or n < -18014398509481984 then error('retryredis: not an int') end
+  return n
+end
 -- bytes reads "n:" and then n bytes as they are (the lane's Rates, binary).
 local function bytes()
   local c = string.find(src, ':', pos, true)    -- the colon after the length
@@ -83,13 +90,13 @@ end
 local function decode(raw)
   src, pos = raw, 1
   if word() ~= 'r1' then error('retryredis: not a record') end
-  local st = {seq = num(), lanes = {}}
+  local st = {seq = int(), lanes = {}}
   for l = 1, 4 do
     local s = newLane()
-    s.u, s.r, s.n, s.sh, s.pu = num(), num() ~= 0, num(), num(), num()
-    s.mv, s.rn, s.per, s.b, s.lim = num(), num(), num(), num(), num()
-    s.v, s.rates = num(), bytes()
-    if s.per < 0 or s.b < 0 then error('retryredis: negative rate') end
+    s.u, s.r, s.n, s.sh, s.pu = int(), int() ~= 0, int(), int(), int()
+    s.mv, s.rn, s.per, s.b, s.lim = int(), int(), num(), num(), int()
+    s.v, s.rates = int(), bytes()
+    if s.per < 0 or s.b < 0 or s.v < 0 then error('retryredis: negative rate') end
     st.lanes[l] = s
   end
   return st
