@@ -48,13 +48,19 @@ func (s *Store) Listen(f func(key string, s retryhttp.StoreState)) (stop func())
 	}
 }
 
-// deliver calls every listener with the key of rkey and st.
+// deliver calls every listener with the key of rkey and st, unless a
+// state of the key as new was delivered already.
 func (s *Store) deliver(rkey string, st retryhttp.StoreState) {
 	key, ok := strings.CutPrefix(rkey, s.keyPrefix)
 	if !ok || st.Seq == 0 {
 		return
 	}
 	s.mu.Lock()
+	if st.Seq <= s.delivered[rkey] {
+		s.mu.Unlock()
+		return // heard already (pushed, then polled), or older than what was
+	}
+	s.delivered[rkey] = st.Seq
 	fs := maps.Clone(s.listeners)
 	s.mu.Unlock()
 	for _, f := range fs {
@@ -187,9 +193,14 @@ func (s *Store) fresh(entries []redis.Z) []redis.Z {
 			out = append(out, z)
 		}
 	}
-	for m, sc := range s.seen {
-		if _, ok := in[m]; !ok && sc != 0 {
+	for m := range s.seen {
+		if _, ok := in[m]; !ok {
 			delete(s.seen, m)
+		}
+	}
+	for m := range s.delivered {
+		if _, ok := in[m]; !ok {
+			delete(s.delivered, m)
 		}
 	}
 	return out

@@ -82,7 +82,8 @@ type Store struct {
 	nextID    int
 	started   bool
 	closed    bool
-	seen      map[string]int64 // index entries heard of: Redis key → score
+	seen      map[string]int64  // index entries heard of: Redis key → score
+	delivered map[string]uint64 // the Seq last delivered of each Redis key
 }
 
 // NewStore returns a Store on rdb (a *redis.Client, *redis.ClusterClient,
@@ -103,7 +104,8 @@ func NewStore(rdb redis.UniversalClient, opts ...Option) *Store {
 	s := &Store{rdb: rdb, cfg: cfg, id: hex.EncodeToString(id[:]),
 		keyPrefix: cfg.prefix + "key:", index: cfg.prefix + "armed", channel: cfg.prefix + "armed",
 		direct: boundsByContext(rdb), kick: make(chan struct{}, 1),
-		listeners: make(map[int]func(string, retryhttp.StoreState)), seen: make(map[string]int64)}
+		listeners: make(map[int]func(string, retryhttp.StoreState)), seen: make(map[string]int64),
+		delivered: make(map[string]uint64)}
 	s.br.failures, s.br.coolOff = int32(cfg.failures), cfg.coolOff
 	s.ctx, s.cancel = context.WithCancel(context.Background())
 	return s
