@@ -2,11 +2,13 @@ package retryredis
 
 import (
 	"context"
+	"net/http"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/retryhttp/retryhttp"
+	"github.com/retryhttp/retryhttp/retryhttptest"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -141,4 +143,28 @@ func TestListenAfterClose(t *testing.T) {
 	s.Listen(nil)()
 	_, err := s.Apply(context.Background(), "k", paced)
 	assert.NoError(t, err, "a Store closed still applies")
+}
+
+// A replica's Cooldown hears of another's 429 by the push: its key is
+// held at once, though this replica never called the provider.
+func TestCooldownHearsAnotherReplica(t *testing.T) {
+	srv := sharedRedis(t)
+	prefix := testPrefix(t)
+	a := retryhttp.NewCooldown(nil, retryhttp.WithStore(newStore(t, srv.client(t), WithPrefix(prefix))))
+	b := retryhttp.NewCooldown(nil, retryhttp.WithStore(newStore(t, srv.client(t), WithPrefix(prefix))))
+	time.Sleep(100 * time.Millisecond) // subscribed
+	base := retryhttptest.NewScript(retryhttptest.Status(429, "Retry-After", "20"))
+	req, _ := http.NewRequest(http.MethodGet, "https://api.example.com/v1/chat", nil)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	defer cancel()
+	start := time.Now()
+	resp, err := retryhttp.New(base, retryhttp.WithCooldown(a), retryhttp.WithMaxRetries(0)).RoundTrip(req.WithContext(ctx))
+	require.NoError(t, err)
+	_ = resp.Body.Close()
+	for b.Until("https://api.example.com").IsZero() {
+		require.Less(t, time.Since(start), time.Second, "replica b never heard")
+		time.Sleep(time.Millisecond)
+	}
+	t.Logf("replica b held %v after replica a's 429 began", time.Since(start))
+	assert.InDelta(t, float64(20*time.Second), float64(time.Until(b.Until("https://api.example.com"))), float64(time.Second))
 }
