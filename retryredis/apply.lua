@@ -54,7 +54,10 @@ local function word()
 end
 -- num reads a finite number, and raises an error on anything else.
 local function num()
-  local n = tonumber(word())
+  local w = word()
+  local n = tonumber(w)
+  -- gopher-lua (miniredis) reads an exponent only after a '.': 1e+21 as 1.0e+21
+  if n == nil then n = tonumber((string.gsub(w, '^([-+]?%d+)([eE])', '%1.0%2'))) end
   if n == nil or n ~= n or n == math.huge or n == -math.huge then error('retryredis: not a number') end
   return n
 end
