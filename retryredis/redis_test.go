@@ -13,7 +13,6 @@ import (
 
 	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/require"
-	"go.uber.org/zap"
 )
 
 // A real Redis for the tests (issue 23: nothing stands in for it): a
@@ -159,8 +158,6 @@ func newStore(t testing.TB, c redis.UniversalClient, opts ...Option) *Store {
 func testPrefix(t testing.TB) string {
 	return "retryredis-test:" + t.Name() + ":" + strconv.FormatInt(time.Now().UnixNano(), 36) + ":"
 }
-
-func nopLogger() *zap.Logger { return zap.NewNop() }
 
 // flush empties the server's every key.
 func (s *redisServer) flush(t testing.TB) {

@@ -3,9 +3,11 @@ package main
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"os"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -29,6 +31,7 @@ type fleet struct {
 	// under prefix.
 	redis  func() redis.UniversalClient
 	prefix string
+	bound  time.Duration // each Store operation's (retryredis.WithTimeout)
 	errs   *atomic.Int64 // the Stores' failed Applies (each then ran on the replica's own state)
 }
 
@@ -42,7 +45,9 @@ type counted struct {
 func (c counted) Apply(ctx context.Context, key string, ops []retryhttp.StoreOp) (retryhttp.StoreState, error) {
 	st, err := c.Store.Apply(ctx, key, ops)
 	if err != nil {
-		c.errs.Add(1)
+		if c.errs.Add(1) == 1 && os.Getenv("FLEET_DEBUG") != "" {
+			fmt.Fprintln(os.Stderr, "first Store error:", err)
+		}
 	}
 	return st, err
 }
@@ -67,7 +72,7 @@ func (f fleet) replica() replica {
 	closers := []func(){}
 	if f.redis != nil {
 		rdb := f.redis()
-		s := retryredis.NewStore(rdb, retryredis.WithPrefix(f.prefix))
+		s := retryredis.NewStore(rdb, retryredis.WithPrefix(f.prefix), retryredis.WithTimeout(f.bound))
 		opts = append(opts, retryhttp.WithStore(counted{s, f.errs}))
 		closers = append(closers, func() { _ = s.Close(); _ = rdb.Close() })
 	}
