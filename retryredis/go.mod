@@ -1,0 +1,22 @@
+module github.com/retryhttp/retryhttp/retryredis
+
+go 1.26.0
+
+replace github.com/retryhttp/retryhttp => ../
+
+require (
+	github.com/redis/go-redis/v9 v9.23.0
+	github.com/retryhttp/retryhttp v0.0.0
+	github.com/stretchr/testify v1.12.1
+	go.uber.org/goleak v1.3.0
+	go.uber.org/zap v1.28.0
+)
+
+require (
+	github.com/benbjohnson/clock v1.3.5 // indirect
+	github.com/cespare/xxhash/v2 v2.3.0 // indirect
+	go.uber.org/atomic v1.12.0 // indirect
+	go.uber.org/multierr v1.10.0 // indirect
+	go.yaml.in/yaml/v3 v3.0.5 // indirect
+	golang.org/x/sys v0.48.0 // indirect
+)

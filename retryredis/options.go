@@ -1,0 +1,89 @@
+package retryredis
+
+import (
+	"time"
+
+	"go.uber.org/zap"
+)
+
+// An Option configures a Store in NewStore.
+type Option func(*config)
+
+type config struct {
+	prefix   string
+	timeout  time.Duration
+	logger   *zap.Logger
+	failures int
+	coolOff  time.Duration
+}
+
+// The defaults, and why.
+const (
+	// DefaultTimeout bounds each operation. A Redis beside the backends
+	// answers in well under a millisecond, and its slow tail (a fork for a
+	// snapshot, a GC pause here) in a few; 30 ms leaves room for that and
+	// for a Redis in another zone, and stays far below what an LLM call
+	// takes, so that a Redis that stops answering costs a call at most a
+	// wait it does not notice before it goes on with its own state.
+	DefaultTimeout = 30 * time.Millisecond
+	// DefaultFailures is how many operations in a row must fail before the
+	// breaker skips Redis: one timeout is a blip, three are an outage.
+	DefaultFailures = 3
+	// DefaultCoolOff is how long the breaker skips Redis before one
+	// operation tries it again. Under a second, so that the fleet is back
+	// on Redis within a second of Redis coming back (R24).
+	DefaultCoolOff = 500 * time.Millisecond
+)
+
+func defaultConfig() config {
+	return config{prefix: "retryhttp:", timeout: DefaultTimeout, logger: zap.NewNop(),
+		failures: DefaultFailures, coolOff: DefaultCoolOff}
+}
+
+// WithPrefix makes every Redis key the Store uses start with p: a key's
+// state is p+"key:"+key, the index of keys armed lately p+"armed", and the
+// pub/sub channel p+"armed" too. The default is "retryhttp:"; "" is no
+// prefix at all. Stores share state only when their prefixes are equal:
+// give each fleet (each provider account) its own.
+func WithPrefix(p string) Option {
+	return func(c *config) { c.prefix = p }
+}
+
+// WithTimeout bounds each operation on Redis (an Apply, and each poll of
+// the index) to d: one that has not answered by then fails, and the
+// Cooldown goes on, for that call, with what its process knows. The
+// default, and zero or negative, is DefaultTimeout (30 ms).
+func WithTimeout(d time.Duration) Option {
+	return func(c *config) {
+		if d > 0 {
+			c.timeout = d
+		}
+	}
+}
+
+// WithLogger sets where the Store says that Redis is failing and that it
+// is back: one Warn entry each time it changes, never a secret (no key's
+// contents, no password). The default, and nil, is zap.NewNop().
+func WithLogger(l *zap.Logger) Option {
+	return func(c *config) {
+		if l != nil {
+			c.logger = l
+		}
+	}
+}
+
+// WithBreaker sets the breaker: after failures operations in a row have
+// failed, the Store skips Redis (an Apply fails at once) for coolOff, then
+// lets one operation try it; its success closes the breaker, its failure
+// opens it for coolOff again. Zero or negative values leave the default of
+// each: DefaultFailures (3) and DefaultCoolOff (500 ms).
+func WithBreaker(failures int, coolOff time.Duration) Option {
+	return func(c *config) {
+		if failures > 0 {
+			c.failures = failures
+		}
+		if coolOff > 0 {
+			c.coolOff = coolOff
+		}
+	}
+}
