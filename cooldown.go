@@ -99,7 +99,10 @@ type cooldownConfig struct {
 // process whose Cooldown has a Store on the same backend (R24:
 // retryredis.NewStore keeps it on Redis). The default, and nil, keeps it in
 // the process. When s fails (an error, or no answer within its bound), the
-// call goes on with what the process knows: a Store never fails a call.
+// call goes on with what the process knows (the fleet's schedule as last
+// heard, so that it errs on the slow side): a Store never fails a call. A
+// Cooldown given a shared Store listens to it (Store.Listen) for as long
+// as the Store lives.
 func WithStore(s Store) CooldownOption {
 	return func(c *cooldownConfig) { c.store = s }
 }

@@ -34,7 +34,7 @@ func (l laneID) String() string {
 // keep the same arithmetic) with a hold in front, and the rates the policy
 // set on it. Its times are on the Store's clock. Its methods are pure: the
 // in-process Store runs them, and a Store elsewhere (retryredis's Lua) runs
-// the same steps; internal/storetest checks that they agree.
+// the same steps; its conformance tests check that they agree.
 type StoreLane struct {
 	// Until: no send that counts against the lane goes before it (the
 	// provider's ask or reset, a pause after a cut). Refuse: the hold is
@@ -186,7 +186,9 @@ func (s *StoreLane) correct(full, mark time.Time, movedAt time.Duration) bool {
 		if !full.After(s.Next) {
 			return false
 		}
-		s.Moved += full.Sub(s.Next)
+		if !s.Next.IsZero() { // a Next never set moves no mark
+			s.Moved += full.Sub(s.Next)
+		}
 		s.Next = full
 		return true
 	}

@@ -25,9 +25,11 @@ type Store interface {
 	// Apply applies ops to key's state, in order and atomically, at the
 	// Store's now, and returns the state after them (StoreState.Seq 0 and
 	// no lanes when it has nothing of the key and ops is empty). Every op's
-	// effect is that of the in-process Store's (see StoreOp); an error
-	// means none of them took effect, and the Cooldown then goes on, for
-	// that call, with what its process knows.
+	// effect is that of the in-process Store's (see StoreOp). On an error
+	// the Cooldown goes on, for that call, with what its process knows:
+	// the ops may have taken effect or not (a Store that timed out cannot
+	// tell), and both are safe, since a Store's state is only ever a
+	// schedule more or less full and a hold at most as long as asked.
 	Apply(ctx context.Context, key string, ops []StoreOp) (StoreState, error)
 	// Listen calls f, until stop is called, with the state of a key that
 	// another process has limited or held, soon after it did (for

@@ -81,9 +81,9 @@ local function bytes()
 end
 
 -- A lane as Go's StoreLane: u Until, r Refuse, n Next, sh Shift, pu Pushed,
--- mv Moved, rn RetryNext, per Per, b Burst, lim Limited, v Version, rates.
+-- mv Moved, rn RetryNext, per Per, b Burst, sc Scaled, lim Limited, v Version, rates.
 local function newLane()
-  return {u = 0, r = false, n = 0, sh = 0, pu = 0, mv = 0, rn = 0, per = 0, b = 0, lim = 0, v = 0, rates = ''}
+  return {u = 0, r = false, n = 0, sh = 0, pu = 0, mv = 0, rn = 0, per = 0, b = 0, sc = 0, lim = 0, v = 0, rates = ''}
 end
 local function emptyState()
   return {seq = 0, lanes = {newLane(), newLane(), newLane(), newLane()}}
@@ -92,14 +92,14 @@ end
 -- decode reads a record (see encode); it raises an error on anything else.
 local function decode(raw)
   src, pos = raw, 1
-  if word() ~= 'r1' then error('retryredis: not a record') end
+  if word() ~= 'r2' then error('retryredis: not a record') end -- r1 (without Scaled): an old record, read as none
   local st = {seq = int(), lanes = {}}
   for l = 1, 4 do
     local s = newLane()
     s.u, s.r, s.n, s.sh, s.pu = int(), int() ~= 0, int(), int(), int()
-    s.mv, s.rn, s.per, s.b, s.lim = int(), int(), num(), num(), int()
+    s.mv, s.rn, s.per, s.b, s.sc, s.lim = int(), int(), num(), num(), num(), int()
     s.v, s.rates = int(), bytes()
-    if s.per < 0 or s.b < 0 or s.v < 0 then error('retryredis: negative rate') end
+    if s.per < 0 or s.b < 0 or s.sc < 0 or s.v < 0 then error('retryredis: negative rate') end
     st.lanes[l] = s
   end
   return st
@@ -109,11 +109,11 @@ end
 -- durations as whole µs, Per and Burst with 17 digits (exact), the Rates as
 -- "n:" and its bytes. Go reads it (codec.go).
 local function encode(st)
-  local out = {'r1', string.format('%d', st.seq)}
+  local out = {'r2', string.format('%d', st.seq)}
   for l = 1, 4 do
     local s = st.lanes[l]
-    out[#out + 1] = string.format('%d %d %d %d %d %d %d %.17g %.17g %d %d %d:',
-      s.u, s.r and 1 or 0, s.n, s.sh, s.pu, s.mv, s.rn, s.per, s.b, s.lim, s.v, #s.rates) .. s.rates
+    out[#out + 1] = string.format('%d %d %d %d %d %d %d %.17g %.17g %.17g %d %d %d:',
+      s.u, s.r and 1 or 0, s.n, s.sh, s.pu, s.mv, s.rn, s.per, s.b, s.sc, s.lim, s.v, #s.rates) .. s.rates
   end
   return table.concat(out, ' ')
 end
@@ -133,9 +133,10 @@ local L = st.lanes
 local function ready(s, charge, retry)
   local r = s.n + us(math.min(charge, s.b) - s.b) -- Next + min(c, τ) − τ
   if not retry or not (r > now) then return r end  -- a first try: that slot
-  local head = now                                 -- a retry: the grid's first slot at or after now
+  local head = now                                 -- a retry: the grid's first slot after now
   local ahead = (s.n - now) * 1000                 -- how far Next is ahead, in ns
-  if charge > 0 and ahead > 0 then head = s.n + us(-math.floor(ahead / charge) * charge) end
+  -- (a slot due at now exactly is its send's, going now: the next one)
+  if charge > 0 and ahead > 0 then head = s.n + us(-(math.ceil(ahead / charge) - 1) * charge) end
   return math.min(r, math.max(head, s.rn))         -- no sooner than a charge after the last retry
 end
 
@@ -183,7 +184,7 @@ end
 local function correct(s, full, mark, movedAt)
   if mark == 0 then                               -- a send that was not paced
     if not (full > s.n) then return end           -- only moves Next later
-    s.mv = s.mv + (full - s.n)
+    if s.n ~= 0 then s.mv = s.mv + (full - s.n) end -- (a Next never set moves no mark)
     s.n = full
     return
   end
@@ -198,11 +199,17 @@ local function untake(s, mark, charge)
   s.n = s.n + us(-charge)
 end
 
--- setRates: the lane's rates; a Per that grows stretches the queue.
+-- setRates: the lane's rates; a Per that moves by more than 5% from the
+-- one the schedule was last scaled to (Scaled) scales the queue, both ways.
 local function setRates(s, per, burst, rates)
-  if s.per > 0 and per > s.per and s.n > now then
-    local d = us((s.n - now) * 1000 * (per / s.per - 1))
-    s.n, s.mv = s.n + d, s.mv + d
+  if s.sc <= 0 or per <= 0 then
+    s.sc = per                                    -- nothing scaled yet, or no rate: the new one
+  elseif per > s.sc * 1.05 or per < s.sc / 1.05 then
+    if s.n > now then                             -- sends wait: their schedule to the new rate
+      local d = us((s.n - now) * 1000 * (per / s.sc - 1))
+      s.n, s.mv = s.n + d, s.mv + d
+    end
+    s.sc = per
   end
   s.per, s.b, s.rates, s.v = per, burst, rates, s.v + 1
 end

@@ -168,7 +168,7 @@ func parseReply(s string) (retryhttp.StoreState, error) {
 	st.Now = usTime(p.int())
 	st.Wait = usDur(p.int())
 	st.Took, st.Refused, st.Stale = p.bool(), p.bool(), p.bool()
-	if p.word() != "r1" {
+	if p.word() != "r2" {
 		return retryhttp.StoreState{}, errReply
 	}
 	if seq := p.int(); seq > 0 {
@@ -178,7 +178,7 @@ func parseReply(s string) (retryhttp.StoreState, error) {
 		ln := &st.Lanes[l]
 		ln.Until, ln.Refuse, ln.Next = usTime(p.int()), p.bool(), usTime(p.int())
 		ln.Shift, ln.Pushed, ln.Moved = usDur(p.int()), usDur(p.int()), usDur(p.int())
-		ln.RetryNext, ln.Per, ln.Burst, ln.Limited = usTime(p.int()), p.float(), p.float(), usTime(p.int())
+		ln.RetryNext, ln.Per, ln.Burst, ln.Scaled, ln.Limited = usTime(p.int()), p.float(), p.float(), p.float(), usTime(p.int())
 		if v := p.int(); v > 0 {
 			ln.Version = uint64(v)
 		}
