@@ -38,20 +38,10 @@ import (
 // the largest Duration; the result is never negative, and no input makes it
 // panic.
 func ParseRateLimitReset(h http.Header, now time.Time) (d time.Duration, ok bool) {
-	var f rlFields
-	f.collect(h)
-	for i, p := range rlPairs {
-		remaining, reset := f[2*i].first(), f[2*i+1].first()
-		if !isZeroCount(remaining) || reset == "" {
-			continue
-		}
-		if r, valid := p.parse(reset, now); valid && (!ok || r > d) {
-			d, ok = r, true
-		}
-	}
-	for _, line := range f[rlStructured].vals {
-		if r, valid := parseRateLimitField(line); valid && (!ok || r > d) {
-			d, ok = r, true
+	resets, _, exhausted := laneResets(h, now)
+	for l := range resets {
+		if exhausted[l] && (!ok || resets[l] > d) {
+			d, ok = resets[l], true
 		}
 	}
 	return d, ok
