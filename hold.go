@@ -153,19 +153,16 @@ func (c *call) settle() {
 	if r.paced {
 		h.tk = &r.tk
 	}
-	closer := releaser{c}
-	cd.hear(c.ctx, c.req, r.entry, r.now, h, func() [numLanes]float64 { return c.costs(nil) }, closer)
+	defer func() {
+		if v := recover(); v != nil {
+			c.release() // (an io.Closer holding c would move every call to the heap)
+			panic(v)
+		}
+	}()
+	cd.hear(c.ctx, c.req, r.entry, r.now, h, func() [numLanes]float64 { return c.costs(nil) }, nil)
 	if r.entry == nil {
-		r.entry = cd.find(c.req, closer) // this answer may have armed the key
+		r.entry = cd.find(c.req, nil) // this answer may have armed the key
 	}
-}
-
-// releaser closes what a call holds when a key function panics.
-type releaser struct{ c *call }
-
-func (r releaser) Close() error {
-	r.c.release()
-	return nil
 }
 
 // cooldownLeft is what remains of the hold of the key's lanes the call
