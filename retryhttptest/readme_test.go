@@ -12,8 +12,8 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-// TestSummarize is the test of the README's "Testing your code": kept here
-// so that it keeps compiling and passing.
+// TestSummarize is the test docs/testing.md describes: kept here so that it
+// keeps compiling and passing.
 func TestSummarize(t *testing.T) {
 	ok, s503 := retryhttptest.Reply{Body: "a summary"}, retryhttptest.Status(503)
 	noJitter := retryhttp.Backoff{Base: 400 * time.Millisecond, Factor: 2}
