@@ -142,11 +142,16 @@ func TestCooldownCountsAreBounded(t *testing.T) {
 // provider's word (issue 21: an exact rate was deaf to them, 2.8 requests
 // per success; 1.09 without the counts).
 func TestCooldownCountsThatLie(t *testing.T) {
+	// A run in a bubble is one draw of the goroutines' order: over 15 runs,
+	// 1.24 to 1.33 a success without the counts, 1.19 to 1.30 with them.
+	per := map[bool]float64{}
 	for _, counts := range []bool{false, true} {
 		requests, oks := lyingRun(t, counts)
-		t.Logf("counts %v: %d requests for %d successes: %.2f a success", counts, requests, oks, float64(requests)/float64(oks))
-		assert.LessOrEqual(t, float64(requests)/float64(oks), 1.3, "counts %v", counts)
+		per[counts] = float64(requests) / float64(oks)
+		t.Logf("counts %v: %d requests for %d successes: %.2f a success", counts, requests, oks, per[counts])
+		assert.LessOrEqual(t, per[counts], 1.5, "counts %v", counts)
 	}
+	assert.LessOrEqual(t, per[true], per[false]+0.15, "the lying counts cost little more than none")
 }
 
 // lyingRun is 16 workers making 300 calls to a provider of 10 requests a
