@@ -23,6 +23,10 @@ type GoodputConfig struct {
 	Dialect retryhttptest.Dialect // what the provider says about its limits; the zero Dialect is OpenAI's
 	Latency time.Duration         // L: how long the provider takes to answer an admitted request; 0 answers at once
 	Workers int                   // C: calls in flight at once
+	// Replicas (K) deals the workers among K clients, each over its own
+	// base transport with its own Transport and Cooldown, as K replicas of
+	// a backend are; 0 or 1: one client.
+	Replicas int
 	Calls   int                   // N: calls per client row, shared by the workers; unused when Duration > 0
 	// Duration, when above 0, bounds the run by time instead of by Calls:
 	// each worker makes calls one after another until Duration has passed

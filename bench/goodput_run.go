@@ -33,12 +33,15 @@ type callResult struct {
 func Goodput(lib Lib, cfg GoodputConfig) GoodputReport {
 	p := NewProvider(cfg)
 	defer p.Close()
-	base := BaseTransport(cfg.Workers)
-	defer base.CloseIdleConnections()
-	client := &http.Client{Transport: lib.Wrap(base, Shaped)}
+	clients := make([]*http.Client, max(cfg.Replicas, 1))
+	for i := range clients {
+		base := BaseTransport(cfg.Workers/len(clients) + 1)
+		defer base.CloseIdleConnections()
+		clients[i] = &http.Client{Transport: lib.Wrap(base, Shaped)}
+	}
 
 	start := time.Now()
-	perWorker := cfg.work(client, p.URL, start)
+	perWorker := cfg.work(clients, p.URL, start)
 	r := GoodputReport{Client: lib.Name, Config: cfg, Wall: time.Since(start)}
 	r.Provider = p.Stats()
 	r.tally(perWorker)
@@ -53,8 +56,8 @@ func Goodput(lib Lib, cfg GoodputConfig) GoodputReport {
 
 // work runs the workers until the calls are done (or Duration is up) and
 // returns what each saw. The i-th call begun, counted across the workers,
-// sends Body(i).
-func (c GoodputConfig) work(client *http.Client, url string, start time.Time) [][]callResult {
+// sends Body(i). Worker w calls through clients[w % len(clients)].
+func (c GoodputConfig) work(clients []*http.Client, url string, start time.Time) [][]callResult {
 	run, stop := context.WithCancel(context.Background())
 	defer stop()
 	if c.Duration > 0 {
@@ -78,7 +81,7 @@ func (c GoodputConfig) work(client *http.Client, url string, start time.Time) []
 				}
 				body := c.Body(i)
 				t0 := time.Now()
-				status, err := call(run, client, url, body, c.Timeout)
+				status, err := call(run, clients[w%len(clients)], url, body, c.Timeout)
 				t1 := time.Now()
 				perWorker[w] = append(perWorker[w], callResult{status, err, (len(body) + 3) / 4, t1.Sub(t0), t1.Sub(start)})
 			}

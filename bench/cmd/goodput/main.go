@@ -45,6 +45,8 @@ func main() {
 	dialects := flag.String("dialect", retryhttptest.OpenAIDialect.String(), "what the provider says: a name, a comma list, or all ("+names(retryhttptest.Dialects())+")")
 	runs := flag.Int("runs", 1, "K: run each row K times per dialect and print ranges (min–max) over the runs")
 	rows := flag.String("rows", "", "run only the rows whose name matches this regexp")
+	flag.IntVar(&cfg.Replicas, "replicas", 0, "K: deal the workers among K replicas, each with its own Transport and Cooldown (0 or 1: one); adds the row retryhttp+cooldown+retries10+redis, whose replicas share one Redis")
+	redisAddr := flag.String("redis", "", "the Redis of the +redis row (default: a redis-server started on 127.0.0.1 for the run)")
 	flag.Parse()
 	log.SetFlags(0)
 	log.SetPrefix("goodput: ")
@@ -65,8 +67,10 @@ func main() {
 	if err != nil {
 		log.Fatalf("-rows: %v", err)
 	}
+	fleet, stopRedis := fleetOf(cfg.Replicas, *redisAddr, match)
+	defer stopRedis()
 	var libs []bench.Lib
-	for _, l := range bench.GoodputRows() {
+	for _, l := range append(bench.GoodputRows(), fleet...) {
 		if match.MatchString(l.Name) {
 			libs = append(libs, l)
 		}
@@ -89,6 +93,9 @@ func main() {
 		for k := range *runs {
 			for i, l := range libs {
 				log.Printf("%s, %s, run %d/%d: %s", d, l.Name, k+1, *runs, what(c))
+				if resetFleet != nil {
+					resetFleet()
+				}
 				r := bench.Goodput(l, c)
 				log.Printf("%s, %s: %d ok, %d failed, %d cut, goodput %.3f, token share %.3f, wall %s", d, l.Name, r.OK, r.Failed, r.Cut, r.Goodput(), r.TokenShare(), r.Wall.Round(time.Millisecond))
 				s.reports[i] = append(s.reports[i], r)
@@ -150,7 +157,7 @@ func what(c bench.GoodputConfig) string {
 	if c.TokenRate > 0 {
 		tokens = fmt.Sprintf(", %d tokens/s bucket %d", c.TokenRate, c.TokenBurst)
 	}
-	return fmt.Sprintf("%s, %d workers, %d/s burst %d%s, answers after %s", calls, c.Workers, c.Rate, c.Burst, tokens, c.Latency)
+	return fmt.Sprintf("%s, %d workers (%d replicas), %d/s burst %d%s, answers after %s", calls, c.Workers, max(c.Replicas, 1), c.Rate, c.Burst, tokens, c.Latency)
 }
 
 type env struct{ cpu, commit, loadStart, loadEnd string }
@@ -181,4 +188,29 @@ func loadavg() string {
 		return strings.Join(f[:3], " ")
 	}
 	return "?"
+}
+
+// resetFleet, when there is a +redis row, empties its Redis before a row.
+var resetFleet func()
+
+// fleetOf is the +redis row when replicas > 1 and rows match it: its
+// replicas share the Redis at addr, else one started for the run.
+func fleetOf(replicas int, addr string, rows *regexp.Regexp) ([]bench.Lib, func()) {
+	f := &bench.Fleet{Addr: addr}
+	if replicas <= 1 || !rows.MatchString(f.Lib().Name) {
+		return nil, func() {}
+	}
+	stop := func() {}
+	if f.Addr == "" {
+		var err error
+		if f.Addr, stop, err = bench.StartRedis(); err != nil {
+			log.Fatalf("-replicas: %v (install redis-server, or give -redis)", err)
+		}
+	}
+	resetFleet = func() {
+		if err := f.Reset(); err != nil {
+			log.Fatalf("redis at %s: %v", f.Addr, err)
+		}
+	}
+	return []bench.Lib{f.Lib()}, func() { resetFleet(); stop() }
 }

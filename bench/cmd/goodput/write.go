@@ -36,6 +36,9 @@ func write(w io.Writer, cfg bench.GoodputConfig, runs int, cmd string, started t
 		fmt.Fprintf(w, "| clients | C = %d workers share N = %d POSTs per row; %s context per call, no Budget; a fresh provider and base transport per row, rows one after another; %d run(s) of each row per dialect |\n", cfg.Workers, cfg.Calls, cfg.Timeout, runs)
 		fmt.Fprintf(w, "| ideal wall | %s: the ideal client (each worker sends the moment it is free and the provider has room; no request refused) ends N calls |\n", secs(cfg.IdealWall()))
 	}
+	if cfg.Replicas > 1 {
+		fmt.Fprintf(w, "| replicas | K = %d: the workers dealt among K replicas, each with its own base transport, Transport and Cooldown; in the +redis row each Cooldown also has its own retryredis Store (and Redis client) on one redis-server on 127.0.0.1, emptied before each row |\n", cfg.Replicas)
+	}
 	fmt.Fprintf(w, "| command | `%s` (from bench/), %s in all |\n", cmd, secs(total))
 
 	for _, s := range sections {

@@ -1,0 +1,85 @@
+package bench
+
+// A fleet sharing one provider limit (issue 23): K replicas, each with its
+// own Transport, Cooldown and Redis client, whose Cooldowns keep their
+// state in one Redis (retryredis), against one provider.
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"os/exec"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	"github.com/retryhttp/retryhttp"
+	"github.com/retryhttp/retryhttp/retryredis"
+)
+
+// A Fleet makes the replicas' Stores on one Redis and closes them.
+type Fleet struct {
+	Addr string
+
+	mu      sync.Mutex
+	closers []func()
+}
+
+// Lib is the row "retryhttp+cooldown+retries10+redis": a replica whose
+// Cooldown keeps its state on f's Redis, with a Redis client of its own.
+func (f *Fleet) Lib() Lib {
+	return Lib{Name: "retryhttp+cooldown+retries10+redis", Retries: true, Wrap: func(base http.RoundTripper, b Backoff) http.RoundTripper {
+		rdb := redis.NewClient(&redis.Options{Addr: f.Addr})
+		store := retryredis.NewStore(rdb)
+		f.mu.Lock()
+		f.closers = append(f.closers, func() { _ = store.Close(); _ = rdb.Close() })
+		f.mu.Unlock()
+		cd := retryhttp.NewCooldown(nil, retryhttp.WithStore(store))
+		return retryhttp.New(base, append(retryhttpOptions(b), retryhttp.WithCooldown(cd), retryhttp.WithMaxRetries(10))...)
+	}}
+}
+
+// Reset closes the Stores made so far and empties the Redis, so that the
+// next row starts clean.
+func (f *Fleet) Reset() error {
+	f.mu.Lock()
+	closers := f.closers
+	f.closers = nil
+	f.mu.Unlock()
+	for _, c := range closers {
+		c()
+	}
+	rdb := redis.NewClient(&redis.Options{Addr: f.Addr})
+	defer rdb.Close()
+	return rdb.FlushAll(context.Background()).Err()
+}
+
+// StartRedis starts a redis-server on a free 127.0.0.1 port, with no
+// persistence, and returns its address and what stops it.
+func StartRedis() (addr string, stop func(), err error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return "", nil, err
+	}
+	port := l.Addr().(*net.TCPAddr).Port
+	_ = l.Close()
+	cmd := exec.Command("redis-server", "--port", strconv.Itoa(port), "--bind", "127.0.0.1",
+		"--save", "", "--appendonly", "no", "--loglevel", "warning")
+	if err := cmd.Start(); err != nil {
+		return "", nil, fmt.Errorf("redis-server: %w", err)
+	}
+	addr = net.JoinHostPort("127.0.0.1", strconv.Itoa(port))
+	stop = func() { _ = cmd.Process.Kill(); _ = cmd.Wait() }
+	rdb := redis.NewClient(&redis.Options{Addr: addr})
+	defer rdb.Close()
+	for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+		if rdb.Ping(context.Background()).Err() == nil {
+			return addr, stop, nil
+		}
+	}
+	stop()
+	return "", nil, errors.New("redis-server did not answer PING within 5 s")
+}
