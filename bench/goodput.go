@@ -27,7 +27,7 @@ type GoodputConfig struct {
 	// base transport with its own Transport and Cooldown, as K replicas of
 	// a backend are; 0 or 1: one client.
 	Replicas int
-	Calls   int                   // N: calls per client row, shared by the workers; unused when Duration > 0
+	Calls    int // N: calls per client row, shared by the workers; unused when Duration > 0
 	// Duration, when above 0, bounds the run by time instead of by Calls:
 	// each worker makes calls one after another until Duration has passed
 	// since the start, and only what ended within it counts. The calls

@@ -3,10 +3,10 @@
 #   1. every dialect, every row, 3 runs (about 25 minutes);
 #   2. OpenAI's dialect with answers that take 800 ms, 128 workers, 3 runs;
 #   3. answers that take 10 s at 10 requests/s, 64 workers, for 120 s, 2 runs;
-#   5. issue 23's fleet, K = 8 and 32, sharing a Redis or not (see the end);
 #   4. issue 22's token limit: 50,000 tokens/s (bucket 50,000) as well as
 #      100 requests/s (burst 10), prompts of 100 to 4,000 tokens, 64 workers,
-#      400 calls, every dialect, the two retries10 rows, 3 runs.
+#      400 calls, every dialect, the two retries10 rows, 3 runs;
+#   5. issue 23's fleet, K = 8 and 32, sharing a Redis or not, both loads.
 # Each writes a markdown section to out/goodput-*.md (not committed);
 # RESULTS.md quotes them. RUNS=1 bench/goodput.sh for a quick look.
 set -euo pipefail
