@@ -2,15 +2,17 @@ package retryhttp
 
 import (
 	"crypto/sha256"
-	"encoding/hex"
 	"io"
 	"maps"
 	"net/http"
+	"runtime"
 	"sync"
 	"sync/atomic"
 	"time"
+	"weak"
 
 	"github.com/benbjohnson/clock"
+	"github.com/retryhttp/retryhttp/store"
 )
 
 // A Cooldown shares what a provider says about the client across every call
@@ -73,9 +75,10 @@ type Cooldown struct {
 	key   func(*http.Request) string
 	clock atomic.Pointer[clock.Clock] // bound by the first Transport (New)
 
-	store  Store     // WithStore's, or mem
-	mem    *memStore // the in-process default; nil with WithStore
-	shared bool      // store is WithStore's: another clock, and news wait for the next take (R24)
+	// store is WithStore's, shared with other processes (R24); nil keeps
+	// every key's state in its entry, in the process. stop ends its Listen.
+	store store.Store
+	stop  func()
 
 	// watched is the set of keys, copied on write: a call reads it with one
 	// atomic load and no lock (R16), and it changes only when a key is
@@ -92,18 +95,20 @@ type Cooldown struct {
 type CooldownOption func(*cooldownConfig)
 
 type cooldownConfig struct {
-	store Store
+	store store.Store
 }
 
 // WithStore makes the Cooldown keep its state in s, shared with every
 // process whose Cooldown has a Store on the same backend (R24:
-// retryredis.NewStore keeps it on Redis). The default, and nil, keeps it in
-// the process. When s fails (an error, or no answer within its bound), the
-// call goes on with what the process knows (the fleet's schedule as last
-// heard, so that it errs on the slow side): a Store never fails a call. A
-// Cooldown given a shared Store listens to it (Store.Listen) for as long
-// as the Store lives.
-func WithStore(s Store) CooldownOption {
+// retryredis.NewStore keeps it on Redis; store.NewLocal shares it among
+// the Cooldowns of one process, as a test of a fleet does). The default,
+// and nil, keeps it in the process. When s fails (an error, a reply out of
+// range, or no answer within its bound), the call goes on with what the
+// process knows (the fleet's schedule as last heard, so that it errs on
+// the slow side): a Store never fails a call. A Cooldown given a Store
+// listens to it (Store.Listen) until Close, or until the Cooldown is
+// garbage collected.
+func WithStore(s store.Store) CooldownOption {
 	return func(c *cooldownConfig) { c.store = s }
 }
 
@@ -131,11 +136,18 @@ func newWatchSet(m map[string]*cooling) *watchSet {
 type cooling struct {
 	key     string
 	mu      sync.Mutex
-	st      StoreState
-	gone    bool          // swept: an answer heard later goes to the key's new entry (issue 21)
-	armedAt time.Time     // a key armed is kept quietAfter at least
-	wake    chan struct{} // closed when the sends waiting may go sooner (woken)
-	pending []pendingOp   // sent with the next take (R24: a paced send costs one round trip)
+	st      store.State       // on the Cooldown's clock
+	gone    bool              // swept: an answer heard later goes to the key's new entry (issue 21)
+	armedAt time.Time         // a key armed is kept quietAfter at least
+	wake    chan struct{}     // closed when the sends waiting may go sooner (woken)
+	pending []pendingOp       // sent with the next take (R24: a paced send costs one round trip)
+	own     [numLanes]ownHold // the holds this process armed on its own answers (restore)
+}
+
+// ownHold is a hold a process armed on an answer it got itself.
+type ownHold struct {
+	until  time.Time
+	refuse bool
 }
 
 const (
@@ -166,14 +178,32 @@ func NewCooldown(key func(*http.Request) string, opts ...CooldownOption) *Cooldo
 			opt(&cfg)
 		}
 	}
-	c := &Cooldown{key: key, store: cfg.store, shared: cfg.store != nil}
-	if !c.shared {
-		c.mem = newMemStore(c.now)
-		c.store = c.mem
+	c := &Cooldown{key: key, store: cfg.store}
+	if c.store == nil {
 		return c
 	}
-	c.store.Listen(c.heardElsewhere)
+	// The Store holds the listener, and so would hold c for its whole
+	// life: a Cooldown per test or per tenant would never go. The listener
+	// reaches c weakly, and c's collection stops it.
+	wp := weak.Make(c)
+	c.stop = c.store.Listen(func(key string, st store.State) {
+		if cd := wp.Value(); cd != nil {
+			cd.heardElsewhere(key, st)
+		}
+	})
+	runtime.AddCleanup(c, func(stop func()) { stop() }, c.stop)
 	return c
+}
+
+// Close stops the Cooldown's listening to its Store (WithStore): other
+// processes' news no longer reaches it. A Cooldown that is not closed
+// stops when it is garbage collected. The Cooldown still works after
+// Close, on what its process hears itself. Close always returns nil.
+func (c *Cooldown) Close() error {
+	if c != nil && c.stop != nil {
+		c.stop()
+	}
+	return nil
 }
 
 // WithCooldown makes every call hold and pace while its key is cooling, and
@@ -225,9 +255,6 @@ func (c *Cooldown) Reset() {
 		}
 	}
 	c.watched.Store(nil)
-	if c.mem != nil {
-		c.mem.reset()
-	}
 }
 
 // bind gives c the clock of the first Transport made with it.
@@ -279,60 +306,6 @@ func (c *Cooldown) find(req *http.Request, body io.Closer) *cooling {
 	return ws.m[string(k)]
 }
 
-// keyOf returns the key of req, or "" when req is left out.
-func (c *Cooldown) keyOf(req *http.Request, body io.Closer) string {
-	if c.key != nil {
-		return c.userKey(req, body)
-	}
-	return boundKey(string(appendOriginKey(nil, req)))
-}
-
-// userKey calls the key function, closing body before a panic of it goes
-// on up, and bounds what it returns.
-func (c *Cooldown) userKey(req *http.Request, body io.Closer) string {
-	defer func() {
-		if v := recover(); v != nil {
-			if body != nil {
-				_ = body.Close()
-			}
-			panic(v)
-		}
-	}()
-	return boundKey(c.key(req))
-}
-
-// boundKey returns k, or its SHA-256 when it is longer than maxKeyLen.
-func boundKey(k string) string {
-	if len(k) <= maxKeyLen {
-		return k
-	}
-	sum := sha256.Sum256([]byte(k))
-	return "sha256:" + hex.EncodeToString(sum[:])
-}
-
-// appendOriginKey appends req's scheme://host, lowercased, to b; nil when
-// the URL has no host.
-func appendOriginKey(b []byte, req *http.Request) []byte {
-	u := req.URL
-	if u.Host == "" {
-		return nil
-	}
-	b = appendLower(b, u.Scheme)
-	b = append(b, "://"...)
-	return appendLower(b, u.Host)
-}
-
-func appendLower(b []byte, s string) []byte {
-	for i := 0; i < len(s); i++ {
-		c := s[i]
-		if 'A' <= c && c <= 'Z' {
-			c += 'a' - 'A'
-		}
-		b = append(b, c)
-	}
-	return b
-}
-
 // arm returns key's entry, made if it has none; nil when 4096 keys are
 // watched and none is idle. A new key copies the map (it is read without a
 // lock): arming is rare, once per key per episode of 429s.
@@ -372,13 +345,11 @@ func (c *Cooldown) live(m map[string]*cooling, now time.Time) map[string]*coolin
 	out := make(map[string]*cooling, len(m))
 	for k, e := range m {
 		e.mu.Lock()
-		idle := len(e.pending) == 0 && e.st.idle(now) && now.Sub(e.armedAt) >= quietAfter
+		idle := len(e.pending) == 0 && isIdle(&e.st.Record, now) && now.Sub(e.armedAt) >= quietAfter
 		e.gone = idle
 		e.mu.Unlock()
 		if !idle {
 			out[k] = e
-		} else if c.mem != nil {
-			c.mem.forget(k)
 		}
 	}
 	return out

@@ -2,40 +2,116 @@ package retryhttp
 
 import (
 	"context"
+	"errors"
 	"time"
+
+	"github.com/retryhttp/retryhttp/store"
 )
 
 // The Cooldown's side of its Store (R24): every op goes through apply, a
-// shared Store's push through heardElsewhere, and what a shared Store lost
-// goes back through restore.
+// Store's push through heardElsewhere, and what a Store lost goes back
+// through restore. A key's entry keeps its state on the Cooldown's clock:
+// without a Store it is the state (ops apply to it), with one it is the
+// Store's as last heard, converted.
 
-// apply applies ops to e's key in the Store, and makes what it returns e's
-// state. When the Store fails, the ops apply to e's own state: the call
-// goes on with what the process knows (R24). It returns the Store's state,
-// on the Store's clock, for the ticket of a take.
-func (c *Cooldown) apply(ctx context.Context, e *cooling, ops []StoreOp) StoreState {
+// errBadReply is a Store's reply that cannot be true (issue 29: a take of
+// 10 h, a negative wait, a zero now): read as the Store failing.
+var errBadReply = errors.New("retryhttp: a Store's reply out of range")
+
+// apply applies ops to e's key, and calls reply, e.mu held, with the
+// state after them on the clock of whoever applied them (the Store's, or
+// the Cooldown's when there is no Store or it failed; local says which):
+// a take reads its slot from it. Without a Store the ops apply to e's
+// state; with one, what it returns becomes e's state, and when it fails
+// the ops apply to e's state all the same: the call goes on with what the
+// process knows (R24).
+func (c *Cooldown) apply(ctx context.Context, e *cooling, ops []store.Op, reply func(st *store.State, local bool)) {
+	if c.store == nil {
+		now := c.now()
+		e.mu.Lock()
+		defer e.mu.Unlock()
+		e.applyLocal(now, ops)
+		if reply != nil {
+			reply(&e.st, true)
+		}
+		return
+	}
 	st, err := c.store.Apply(ctx, e.key, ops)
+	if err == nil {
+		err = checkReply(&st, ops)
+	}
+	clampSeq(&st)
 	now := c.now()
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	if err != nil {
 		seq := e.st.Seq // the Store's, not ours: its next reply is newer
-		e.st.apply(now, ops)
+		e.applyLocal(now, ops)
 		e.st.Seq = seq
-		return e.st
+		if reply != nil {
+			reply(&e.st, true)
+		}
+		return
 	}
-	local := st
-	if c.shared {
-		local = onClock(st, now)
-		e.restore(&local)
+	if reply != nil {
+		reply(&st, false)
 	}
+	local := onClock(st, now)
+	e.restore(&local, now)
 	e.adopt(local)
-	return st
 }
 
-// heardElsewhere is a shared Store's push: another process limited or held
-// key (R24). A key this process does not watch is armed with it.
-func (c *Cooldown) heardElsewhere(key string, st StoreState) {
+// applyLocal applies ops to e's state at now, on the Cooldown's clock,
+// waking the sends waiting when a lane's schedule was scaled to a faster
+// rate. e.mu is held.
+func (e *cooling) applyLocal(now time.Time, ops []store.Op) {
+	var scaled [numLanes]float64
+	for l := range numLanes {
+		scaled[l] = e.st.Lane(l).Scaled
+	}
+	e.st.Result = store.Apply(&e.st.Record, now, ops)
+	e.st.Now = now
+	for l := range numLanes {
+		if s := e.st.Lane(l).Scaled; s < scaled[l] && scaled[l] > 0 {
+			e.wakeAll()
+			return
+		}
+	}
+}
+
+// checkReply reports a Store's reply that cannot be true as an error: a
+// zero now, a Record out of range, or a take that did not do what it was
+// asked (a wait below zero, or one it took that does not fit).
+func checkReply(st *store.State, ops []store.Op) error {
+	if st.Now.IsZero() || !st.Valid(st.Now) || st.Wait < 0 {
+		return errBadReply
+	}
+	for i := range ops {
+		if ops[i].Kind == store.OpTake && st.Took && st.Wait > 0 && st.Wait >= ops[i].Within {
+			return errBadReply
+		}
+	}
+	return nil
+}
+
+// clampSeq bounds a State's Seq to a minute past its Store's now in µs,
+// what any Store gives (store.Record.Seq): one Seq of 2^64-1 from a Store
+// that is not must not make the Cooldown deaf to every reply after it
+// (issue 29).
+func clampSeq(st *store.State) {
+	if top := uint64(max(st.Now.Add(time.Minute).UnixMicro(), 0)); st.Seq > top {
+		st.Seq = top
+	}
+}
+
+// heardElsewhere is a Store's push: another process limited or held key,
+// or its circuit opened or closed (R24, R25). A key this process does not
+// watch is armed with it. A push out of range is left out.
+func (c *Cooldown) heardElsewhere(key string, st store.State) {
+	if st.Now.IsZero() || !st.Valid(st.Now) {
+		return
+	}
+	clampSeq(&st)
 	now := c.now()
 	e := c.entry(key)
 	if e == nil {
@@ -49,18 +125,24 @@ func (c *Cooldown) heardElsewhere(key string, st StoreState) {
 	e.mu.Unlock()
 }
 
-// restore keeps what the process knows of a key that a shared Store lost
-// (flushed, or back after failing): its rates and holds go back with the
-// next op, so that the fleet converges again (R24). e.mu is held.
-func (e *cooling) restore(st *StoreState) {
-	for l := range st.Lanes {
-		got, had := &st.Lanes[l], &e.st.Lanes[l]
+// restore puts back what the process itself knows of a key that its Store
+// lost (flushed, restarted, expired): its rates, and the holds it armed on
+// its own answers, with the next op, so that the fleet converges again
+// (R24). Only a loss: a lane the Store has rates for, or a hold on, is the
+// fleet's, and what this process heard of it from others is not its to
+// write back (issue 29: a hold planted once survived every flush, and
+// holds copied back and forth crept later with each round trip). e.mu is
+// held; st and now are on the Cooldown's clock.
+func (e *cooling) restore(st *store.State, now time.Time) {
+	for l := range numLanes {
+		got, had := st.Lane(l), e.st.Lane(l)
 		if got.Rates == "" && had.Rates != "" {
-			e.pending = append(e.pending, pendingOp{StoreOp{Kind: StoreRates, Lane: l, Version: got.Version,
-				Per: had.Per, Burst: had.Burst, Rates: had.Rates}, st.Now})
+			e.pending = append(e.pending, pendingOp{store.Op{Kind: store.OpRates, Lane: l, Version: got.Version,
+				Per: had.Per, Burst: had.Burst, Rates: had.Rates}, now})
 		}
-		if d := had.Until.Sub(st.Now); d > 0 && had.Until.After(got.Until) {
-			e.pending = append(e.pending, pendingOp{StoreOp{Kind: StoreHold, Lane: l, For: d, Refuse: had.Refuse}, st.Now})
+		own := e.own[l]
+		if d := own.until.Sub(now); d > 0 && !got.Until.After(now) {
+			e.pending = append(e.pending, pendingOp{store.Op{Kind: store.OpHold, Lane: l, For: min(d, maxHold), Refuse: own.refuse}, now})
 		}
 	}
 }
@@ -68,7 +150,8 @@ func (e *cooling) restore(st *StoreState) {
 // onClock returns st with its times moved from the Store's clock to the
 // Cooldown's: now on the Cooldown's is st.Now on the Store's (R24: replicas
 // whose clocks disagree pace the same; each converts a wait into its own).
-func onClock(st StoreState, now time.Time) StoreState {
+// Its Record shares nothing with st's.
+func onClock(st store.State, now time.Time) store.State {
 	d := now.Sub(st.Now)
 	move := func(t time.Time) time.Time {
 		if t.IsZero() {
@@ -77,9 +160,12 @@ func onClock(st StoreState, now time.Time) StoreState {
 		return t.Add(d)
 	}
 	st.Now = now
+	st.Record = st.Clone()
 	for l := range st.Lanes {
 		s := &st.Lanes[l]
 		s.Until, s.Next, s.RetryNext, s.Limited = move(s.Until), move(s.Next), move(s.RetryNext), move(s.Limited)
 	}
+	c := &st.Circuit
+	c.Last, c.Open, c.Since, c.Probe = move(c.Last), move(c.Open), move(c.Since), move(c.Probe)
 	return st
 }

@@ -2,6 +2,7 @@ package retryhttp
 
 import (
 	"context"
+	"github.com/retryhttp/retryhttp/store"
 	"net/http"
 	"strings"
 	"testing"
@@ -28,8 +29,8 @@ func holdFor(cd *Cooldown, key string, now time.Time, d time.Duration) {
 // said so would have.
 func setRates(cd *Cooldown, key string, now time.Time, r rates) {
 	e := cd.arm(key, now)
-	cd.apply(context.Background(), e, []StoreOp{{Kind: StoreRates, Lane: int(laneRequests), Version: e.st.Lanes[laneRequests].Version,
-		Per: r.per(), Burst: r.burst(), Rates: r.encode()}, {Kind: StoreLimited, Lane: int(laneRequests)}})
+	cd.apply(context.Background(), e, []store.Op{{Kind: store.OpRates, Lane: laneRequests, Version: e.st.Lane(laneRequests).Version,
+		Per: r.per(), Burst: r.burst(), Rates: r.encode()}, {Kind: store.OpLimited, Lane: laneRequests}}, nil)
 }
 
 // paceAt arms origin on cd with an exact rate of one send per interval, as a
@@ -39,14 +40,14 @@ func paceAt(cd *Cooldown, now time.Time, interval time.Duration) {
 }
 
 // originLane is the request lane of origin on cd as the Cooldown knows it.
-func originLane(cd *Cooldown) (StoreLane, rates) {
+func originLane(cd *Cooldown) (store.Lane, rates) {
 	e := cd.entry(origin)
 	if e == nil {
-		return StoreLane{}, rates{}
+		return store.Lane{}, rates{}
 	}
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	s := e.st.Lanes[laneRequests]
+	s := e.st.Lane(laneRequests)
 	return s, decodeRates(s.Rates)
 }
 

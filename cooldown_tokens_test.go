@@ -3,6 +3,7 @@ package retryhttp
 import (
 	"bytes"
 	"context"
+	"github.com/retryhttp/retryhttp/store"
 	"io"
 	"net/http"
 	"strings"
@@ -53,9 +54,9 @@ func TestCooldownA429HitsItsLimitOnly(t *testing.T) {
 			require.NotNil(t, e)
 			e.mu.Lock()
 			defer e.mu.Unlock()
-			assert.Positive(t, e.st.Lanes[tc.hit].Per, "the lane it hit is paced")
-			assert.Zero(t, e.st.Lanes[tc.miss].Per, "the other is not")
-			assert.False(t, e.st.Lanes[tc.miss].Limited.After(time.Time{}), "nor limited")
+			assert.Positive(t, e.st.Lane(tc.hit).Per, "the lane it hit is paced")
+			assert.Zero(t, e.st.Lane(tc.miss).Per, "the other is not")
+			assert.False(t, e.st.Lane(tc.miss).Limited.After(time.Time{}), "nor limited")
 		})
 	}
 }
@@ -179,7 +180,7 @@ func TestCooldownEstimatesOnlyForTokenLanes(t *testing.T) {
 		{"a key paced by requests only", func(cd *Cooldown, now time.Time) { paceAt(cd, now, time.Millisecond) }, false},
 		{"a key whose token lane is held", func(cd *Cooldown, now time.Time) {
 			e := cd.arm(origin, now)
-			cd.apply(context.Background(), e, []StoreOp{{Kind: StoreHold, Lane: int(laneTokens), For: time.Millisecond}})
+			cd.apply(context.Background(), e, []store.Op{{Kind: store.OpHold, Lane: laneTokens, For: time.Millisecond}}, nil)
 		}, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

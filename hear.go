@@ -6,6 +6,8 @@ import (
 	"net/http"
 	"strings"
 	"time"
+
+	"github.com/retryhttp/retryhttp/store"
 )
 
 // heard is what one try tells a Cooldown (R17, R18, R23): the server's ask
@@ -163,7 +165,12 @@ func (c *Cooldown) news(ctx context.Context, e *cooling, now time.Time, h heard,
 		e.mu.Unlock()
 		return
 	}
-	urgent = urgent || st.Seq == 0 || !c.shared
+	for _, op := range ops {
+		if op.Kind == store.OpHold { // this process's own: restore may put it back (cooldown_store.go)
+			e.own[op.Lane] = ownHold{until: now.Add(op.For), refuse: op.Refuse}
+		}
+	}
+	urgent = urgent || st.Seq == 0 || c.store == nil
 	if !urgent && len(e.pending) < maxPending {
 		e.addPending(ops, now)
 		e.mu.Unlock()
@@ -171,15 +178,15 @@ func (c *Cooldown) news(ctx context.Context, e *cooling, now time.Time, h heard,
 	}
 	ops = append(e.takePending(now), ops...)
 	e.mu.Unlock()
-	c.apply(context.WithoutCancel(ctx), e, ops)
+	c.apply(context.WithoutCancel(ctx), e, ops, nil)
 }
 
 // newsOps is what the policy makes of h for each lane of st, as Store ops,
 // and whether any of them is a limit or a hold.
-func newsOps(st *StoreState, now time.Time, h heard, cost [numLanes]float64) (ops []StoreOp, urgent bool) {
+func newsOps(st *store.State, now time.Time, h heard, cost [numLanes]float64) (ops []store.Op, urgent bool) {
 	hit := h.hitLanes(cost)
 	for l := range numLanes {
-		s := &st.Lanes[l]
+		s := st.Lane(l)
 		r := decodeRates(s.Rates)
 		n := laneNews{counts: h.counts[l], hit: hit.has(l), ok: h.ok, cost: cost[l], sent: h.sent, spacing: l == laneRequests,
 			reset: h.reset[l], resetRes: h.resetRes[l], hasReset: h.hasReset[l]}
@@ -200,18 +207,18 @@ func newsOps(st *StoreState, now time.Time, h heard, cost [numLanes]float64) (op
 		}
 		eff := hearLane(r, now, quiet, n)
 		if eff.changed {
-			ops = append(ops, StoreOp{Kind: StoreRates, Lane: int(l), Version: s.Version,
+			ops = append(ops, store.Op{Kind: store.OpRates, Lane: l, Version: s.Version,
 				Per: eff.rates.per(), Burst: eff.rates.burst(), Rates: eff.rates.encode()})
 		}
 		if eff.limited {
-			ops, urgent = append(ops, StoreOp{Kind: StoreLimited, Lane: int(l)}), true
+			ops, urgent = append(ops, store.Op{Kind: store.OpLimited, Lane: l}), true
 		}
 		if !eff.hold.IsZero() && eff.hold.After(s.Until) {
-			ops = append(ops, StoreOp{Kind: StoreHold, Lane: int(l), For: eff.hold.Sub(now), Refuse: eff.refuse})
+			ops = append(ops, store.Op{Kind: store.OpHold, Lane: l, For: eff.hold.Sub(now), Refuse: eff.refuse})
 			urgent = true
 		}
 		if !eff.full.IsZero() && eff.rates.per() > 0 {
-			op := StoreOp{Kind: StoreCorrect, Lane: int(l), For: eff.full.Sub(now)}
+			op := store.Op{Kind: store.OpCorrect, Lane: l, For: eff.full.Sub(now)}
 			if n.paced {
 				op.Mark, op.Moved = h.tk.mark[l], h.tk.movedAt[l]
 			}
@@ -223,7 +230,7 @@ func newsOps(st *StoreState, now time.Time, h heard, cost [numLanes]float64) (op
 
 // pendingOp is news kept for the next take, computed at at.
 type pendingOp struct {
-	op StoreOp
+	op store.Op
 	at time.Time
 }
 
@@ -231,10 +238,10 @@ type pendingOp struct {
 // per lane (the newest, over the version the first was computed from), and
 // e's rates as they will be, so that the next answer's policy starts from
 // them. e.mu is held.
-func (e *cooling) addPending(ops []StoreOp, now time.Time) {
+func (e *cooling) addPending(ops []store.Op, now time.Time) {
 	for _, op := range ops {
-		if op.Kind == StoreRates {
-			s := &e.st.Lanes[op.Lane]
+		if op.Kind == store.OpRates {
+			s := laneOf(&e.st.Record, op.Lane)
 			s.Per, s.Burst, s.Rates = op.Per, op.Burst, op.Rates
 			if i := e.pendingRates(op.Lane); i >= 0 {
 				op.Version = e.pending[i].op.Version
@@ -246,9 +253,9 @@ func (e *cooling) addPending(ops []StoreOp, now time.Time) {
 	}
 }
 
-func (e *cooling) pendingRates(lane int) int {
+func (e *cooling) pendingRates(lane store.LaneID) int {
 	for i, p := range e.pending {
-		if p.op.Kind == StoreRates && p.op.Lane == lane {
+		if p.op.Kind == store.OpRates && p.op.Lane == lane {
 			return i
 		}
 	}
@@ -257,14 +264,14 @@ func (e *cooling) pendingRates(lane int) int {
 
 // takePending returns the ops kept for the next take, their times from now
 // again, and forgets them. e.mu is held.
-func (e *cooling) takePending(now time.Time) []StoreOp {
+func (e *cooling) takePending(now time.Time) []store.Op {
 	if len(e.pending) == 0 {
 		return nil
 	}
-	ops := make([]StoreOp, len(e.pending), len(e.pending)+1)
+	ops := make([]store.Op, len(e.pending), len(e.pending)+1)
 	for i, p := range e.pending {
 		ops[i] = p.op
-		if p.op.Kind == StoreCorrect || p.op.Kind == StoreHold {
+		if p.op.Kind == store.OpCorrect || p.op.Kind == store.OpHold {
 			ops[i].For -= now.Sub(p.at)
 		}
 	}

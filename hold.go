@@ -4,6 +4,8 @@ import (
 	"context"
 	"math"
 	"time"
+
+	"github.com/retryhttp/retryhttp/store"
 )
 
 // The call's side of the Cooldown (R17, R23), all in one place: the hold
@@ -30,6 +32,11 @@ type ticket struct {
 	charge [numLanes]float64
 	gen    [numLanes]uint32
 	retry  bool // a retry's: the retries let in after it go after it
+	// local: the slot was given by the process's own state, its Store
+	// failing: its marks are on the process's clock, not the Store's
+	// (issue 29: a correction sent with one moved the fleet's schedule by
+	// the clocks' skew).
+	local bool
 	// queued: the lanes on which the send waited behind another send at
 	// least (a 429 to it says something of the rate it was paced at).
 	queued laneMask
@@ -178,42 +185,51 @@ func (c *call) cooldownLeft() time.Duration {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	var left time.Duration
-	for l := range e.st.Lanes {
+	for l := range numLanes {
 		if costs[l] > 0 {
-			left = max(left, e.st.Lanes[l].Until.Sub(now))
+			left = max(left, e.st.Lane(l).Until.Sub(now))
 		}
 	}
 	return left
 }
 
-// take gives a send of e's key its slot at now (StoreTake), with the news
+// take gives a send of e's key its slot at now (OpTake), with the news
 // kept for the next take, if the wait for it is shorter than within. ok
 // false takes nothing: the wait does not fit, or a refusing hold is in the
 // way (w is then what is left of it).
 func (c *Cooldown) take(ctx context.Context, e *cooling, now time.Time, costs [numLanes]float64, within time.Duration, retry bool) (w time.Duration, tk ticket, ok bool) {
 	// now is the Cooldown's clock at the take: a slot's due time is on it.
 	e.mu.Lock()
-	ops := append(e.takePending(now), StoreOp{Kind: StoreTake, Costs: costs, Within: within, Retry: retry})
+	ops := append(e.takePending(now), store.Op{Kind: store.OpTake, Costs: costs[:], Within: within, Retry: retry})
 	e.mu.Unlock()
-	st := c.apply(ctx, e, ops)
-	if !st.Took {
-		return st.Wait, tk, false
-	}
-	tk = ticket{costs: costs, retry: retry}
-	for l := range st.Lanes {
-		s := &st.Lanes[l]
+	c.apply(ctx, e, ops, func(st *store.State, local bool) {
+		w, ok = st.Wait, st.Took
+		if ok {
+			tk = ticketOf(st, now, costs, retry, local)
+		}
+	})
+	return w, tk, ok
+}
+
+// ticketOf is the ticket of a send slotted at now (on the Cooldown's
+// clock) by a take whose reply is st (on the clock of whoever gave it).
+func ticketOf(st *store.State, now time.Time, costs [numLanes]float64, retry, local bool) ticket {
+	tk := ticket{costs: costs, retry: retry, local: local}
+	for l := range numLanes {
+		s := st.Lane(l)
 		if costs[l] <= 0 || s.Per <= 0 {
 			continue
 		}
 		tk.charged |= 1 << l
 		tk.mark[l], tk.shiftAt[l], tk.pushedAt[l], tk.movedAt[l] = s.Next, s.Shift, s.Pushed, s.Moved
-		if retry {
+		if retry || local {
 			// A retry goes before the sends waiting, so the schedule's end
 			// after it counts sends the provider has not seen when it
-			// answers: its count may only move the schedule later.
+			// answers: its count may only move the schedule later. A slot
+			// of the process's own state has no mark the Store knows.
 			tk.mark[l] = time.Time{}
 		}
-		tk.charge[l], tk.gen[l] = costs[l]*s.Per, decodeRates(s.Rates).gen
+		tk.charge[l], tk.gen[l] = s.Charge(costs[l]), decodeRates(s.Rates).gen
 		due := st.Wait
 		if !retry {
 			ready := addNs(s.Next, math.Min(tk.charge[l], s.Burst)-s.Burst-tk.charge[l])
@@ -222,20 +238,20 @@ func (c *Cooldown) take(ctx context.Context, e *cooling, now time.Time, costs [n
 		tk.due[l], tk.perAt[l] = now.Add(due), s.Scaled
 		tk.queued |= laneMask(b2u(due >= durNs(tk.charge[l]))) << l
 	}
-	return st.Wait, tk, true
+	return tk
 }
 
 // untake gives back the slot of tk, whose send did not go: after the
 // caller's context ended too, so it does not end the Store's op.
 func (c *Cooldown) untake(ctx context.Context, e *cooling, tk ticket) {
-	var ops []StoreOp
+	var ops []store.Op
 	for l := range numLanes {
-		if tk.charged.has(l) {
-			ops = append(ops, StoreOp{Kind: StoreUntake, Lane: int(l), Mark: tk.mark[l], Charge: tk.charge[l]})
+		if tk.charged.has(l) && !tk.mark[l].IsZero() {
+			ops = append(ops, store.Op{Kind: store.OpUntake, Lane: l, Mark: tk.mark[l], Charge: tk.charge[l]})
 		}
 	}
 	if len(ops) > 0 {
-		c.apply(context.WithoutCancel(ctx), e, ops)
+		c.apply(context.WithoutCancel(ctx), e, ops, nil)
 	}
 }
 
@@ -244,8 +260,8 @@ func (c *Cooldown) untake(ctx context.Context, e *cooling, tk ticket) {
 func (e *cooling) held(now time.Time, tk *ticket) bool {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	for l := range e.st.Lanes {
-		if tk.costs[l] > 0 && e.st.Lanes[l].Until.After(now) {
+	for l := range numLanes {
+		if tk.costs[l] > 0 && e.st.Lane(l).Until.After(now) {
 			return true
 		}
 	}
@@ -260,15 +276,15 @@ func (e *cooling) held(now time.Time, tk *ticket) bool {
 func (e *cooling) more(now time.Time, tk *ticket) (w time.Duration, fromHold bool) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	for l := range e.st.Lanes {
+	for l := range numLanes {
 		if tk.costs[l] <= 0 {
 			continue
 		}
-		s := &e.st.Lanes[l]
+		s := e.st.Lane(l)
 		if hold := s.Until.Sub(now); hold > 0 {
 			w, fromHold = max(w, hold), true
 		}
-		if !tk.charged.has(laneID(l)) {
+		if !tk.charged.has(l) {
 			continue
 		}
 		moved := s.Shift - tk.shiftAt[l]
@@ -298,20 +314,28 @@ func (e *cooling) woken() <-chan struct{} {
 	return e.wake
 }
 
-// adopt makes st e's state (when it is newer), and wakes the sends waiting
-// if a lane's schedule was scaled to a faster rate. e.mu is held.
-func (e *cooling) adopt(st StoreState) {
+// adopt makes st e's state when it is as new as e's (by its Seq), and
+// wakes the sends waiting if a lane's schedule was scaled to a faster
+// rate. e.mu is held.
+func (e *cooling) adopt(st store.State) {
 	if st.Seq < e.st.Seq {
 		return
 	}
 	faster := false
-	for l := range st.Lanes {
-		if old := e.st.Lanes[l].Scaled; st.Lanes[l].Scaled < old && old > 0 {
+	for l := range numLanes {
+		if old := e.st.Lane(l).Scaled; st.Lane(l).Scaled < old && old > 0 {
 			faster = true
 		}
 	}
 	e.st = st
-	if faster && e.wake != nil {
+	if faster {
+		e.wakeAll()
+	}
+}
+
+// wakeAll wakes the sends of e's key waiting for their slots. e.mu is held.
+func (e *cooling) wakeAll() {
+	if e.wake != nil {
 		close(e.wake)
 		e.wake = nil
 	}
@@ -323,7 +347,7 @@ func (e *cooling) countsTokens(now time.Time) bool {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	for l := laneTokens; l < numLanes; l++ {
-		if s := &e.st.Lanes[l]; s.Per > 0 || s.Until.After(now) {
+		if s := e.st.Lane(l); s.Per > 0 || s.Until.After(now) {
 			return true
 		}
 	}

@@ -1,55 +1,75 @@
--- apply.lua: one Apply of a retryhttp.Store to one key, atomically, on
--- Redis's clock. It runs the steps of store.go's StoreState.apply and of
--- lanes.go's StoreLane (take, ready, holdTo, correct, untake, setRates)
--- line for line, and nothing of the policy: what to hold, at what rate to
--- pace, is decided in Go (policy.go) and arrives here as ops.
+-- apply.lua: one Apply of a store.Store to one key, atomically, on Redis's
+-- clock. It computes what Go's store.Apply (store/apply.go, circuit.go)
+-- computes, step for step and to the bit, and nothing of the policy:
+-- what to hold, at what rate to pace, is decided in Go and arrives here as
+-- ops. The differential test (difftest_test.go) holds the two to each
+-- other on random sequences of ops.
 --
--- Units: Lua's numbers are doubles, so times are whole microseconds since
--- the Unix epoch (1.8e15 is exact; 0 is Go's zero Time, "never") and so
--- are the durations Shift, Pushed and Moved; Per and Burst, and a send's
--- charge, are nanoseconds as in Go (a token's Per can be far below one).
+-- Units, as store.Apply's: times and spans are whole microseconds (times
+-- since the Unix epoch; 0 is Go's zero Time, "never"), all below 2^53 so
+-- that Lua's doubles hold them exactly; Per, Burst and a send's charge are
+-- nanoseconds as floats (a token's Per can be far below one).
 --
--- KEYS[1]  the key's state: a string holding the record (see encode).
+-- KEYS[1]  the key's Record, in store's encoding (store/encode.go).
 -- ARGV[1]  the caller's process id: the message it publishes starts with it.
--- ARGV[2]  the channel to publish a hold or a limit on; "" publishes nothing.
--- ARGV[3]  how long to keep the key past its latest time, in ms (the TTL).
--- ARGV[4]  the ops, space-separated (see ops.go's appendOps):
---          T c0 c1 c2 c3 within_ns retry     StoreTake
---          H lane for_ns refuse              StoreHold
---          C lane for_ns mark_us moved_ns    StoreCorrect
---          U lane mark_us charge_ns          StoreUntake
---          R lane version per burst n:rates  StoreRates (n bytes, binary)
---          L lane                            StoreLimited
---          N                                 a kind unknown here: nothing
--- Returns "now wait took refused stale " .. the record: the key's state
--- after the ops and what its Take did, with Redis's now, in one reply.
+-- ARGV[2]  the channel to publish on; "" publishes nothing.
+-- ARGV[3]  the ops, space-separated (codec.go's appendOps):
+--          T n c1..cn within_ns retry circuit   OpTake
+--          H lane for_ns refuse                 OpHold
+--          C lane for_ns mark_us moved_ns       OpCorrect
+--          U lane mark_us charge_ns             OpUntake
+--          R lane version per burst n:rates     OpRates (n bytes, binary)
+--          L lane                               OpLimited
+--          F from failures open_ns solo probe   OpFail
+--          A                                    OpAlive
+--          P                                    OpProbeEnd
+--          N                                    a kind unknown here: nothing
+-- Returns "now wait took refused unavailable probe stale publish " and the
+-- Record after the ops, in store's encoding: one reply.
 
 -- TIME before a write: Redis 5+ replicates a script by its effects; on 3.2
 -- and 4 this call makes it so, elsewhere it is a no-op.
 if redis.replicate_commands then redis.replicate_commands() end
 
--- The largest duration in µs: Go's durNs saturates at time.Duration's.
-local MAXUS = 9223372036854775
+local MAXAHEAD = 3600000000      -- store.MaxAhead, in µs (an hour)
+local MAXPER = 60000000000       -- store.MaxPer, in ns (a minute)
+local MAXDEBT = 60000000000      -- store.MaxDebt, in ns (a minute)
+local MAXBURST = 3600000000000   -- MaxAhead in ns: the most a Burst or a Charge is
+local MAXSPAN = 1125899906842624 -- 2^50 µs: the most a lane's Shift, Pushed or Moved is
+local MAXINT = 9007199254740992  -- 2^53: Seq, Version and times stay below it
+local KEEP = 60000000            -- store.KeepFor, in µs
+local LEASE = 30000000           -- store.ProbeLease, in µs
+local MAXLANES, MAXRATES = 8, 256
+
 -- Redis's now, in µs: TIME is {seconds, microseconds}.
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
 
--- us converts nanoseconds (a float) to whole µs, rounded, saturating as
--- Go's durNs does; NaN is 0.
+-- us rounds ns (a float) to whole µs, saturating at MaxAhead; NaN is 0.
 local function us(ns)
-  if ns ~= ns then return 0 end                 -- NaN
-  if ns >= MAXUS * 1000 then return MAXUS end   -- saturate up
-  if ns <= -MAXUS * 1000 then return -MAXUS end -- saturate down
-  return math.floor(ns / 1000 + 0.5)            -- round to the µs
+  if ns ~= ns then return 0 end                       -- NaN
+  if ns >= MAXAHEAD * 1000 then return MAXAHEAD end   -- saturate up
+  if ns <= -MAXAHEAD * 1000 then return -MAXAHEAD end -- and down
+  return math.floor(ns / 1000 + 0.5)                  -- round to the µs
+end
+local function clampSpan(d) return math.max(-MAXSPAN, math.min(MAXSPAN, d)) end
+local function fit(x) return math.min(x, now + MAXAHEAD) end -- a schedule within MaxAhead
+local function finite(f)                              -- a number of 0 or more, else 0
+  if f ~= f or f < 0 or f == math.huge then return 0 end
+  return f
 end
 
--- A reader of space-separated words over one string: the ops, or a record.
-local src, pos = '', 1
+-- A reader of space-separated words over one string: the ops, or a
+-- record. Its place is a table's (rd.s, rd.p), never an upvalue the
+-- functions below assign: gopher-lua (miniredis) loses an upvalue's
+-- assignments once a pcall has raised an error (decode, on junk).
+local rd = {s = '', p = 1}
 local function word()
-  local e = string.find(src, ' ', pos, true)    -- the next space, plain
-  if not e then e = #src + 1 end                -- or the end of the string
-  local w = string.sub(src, pos, e - 1)         -- the word before it
-  pos = e + 1                                   -- and on past the space
+  if rd.p > #rd.s then rd.p = #rd.s + 2; return '' end -- past the end (gopher-lua's find would panic)
+  local e = string.find(rd.s, ' ', rd.p, true)        -- the next space, plain
+  if not e then e = #rd.s + 1 end                     -- or the end of the string
+  local w = string.sub(rd.s, rd.p, e - 1)             -- the word before it
+  rd.p = e + 1                                        -- and on past the space
   return w
 end
 -- num reads a finite number, and raises an error on anything else.
@@ -61,199 +81,287 @@ local function num()
   if n == nil or n ~= n or n == math.huge or n == -math.huge then error('retryredis: not a number') end
   return n
 end
--- int reads a whole number of at most 2^54 (a time or duration in µs, a
--- flag, a version, a Seq): what this script writes, and no junk's 1e300.
+-- int reads a whole number of the record: digits, under 2^53 either way.
 local function int()
-  local n = num()
-  if n ~= math.floor(n) or n > 18014398509481984 or n < -18014398509481984 then error('retryredis: not an int') end
+  local w = word()
+  if not string.find(w, '^%-?%d+$') then error('retryredis: not an int') end
+  local n = tonumber(w)
+  if n >= MAXINT or n <= -MAXINT then error('retryredis: int out of range') end
   return n
 end
--- bytes reads "n:" and then n bytes as they are (the lane's Rates, binary).
+-- id reads a process id as it is: a uint64 is past what a double holds.
+local function id()
+  local w = word()
+  if not string.find(w, '^%d+$') or #w > 20 then error('retryredis: not an id') end
+  return w
+end
+local function flag()
+  local w = word()
+  if w == '1' then return true elseif w == '0' then return false end
+  error('retryredis: not a flag')
+end
+-- bytes reads "n:" and then n bytes as they are (a lane's Rates, binary).
 local function bytes()
-  local c = string.find(src, ':', pos, true)    -- the colon after the length
+  if rd.p > #rd.s then error('retryredis: no length') end
+  local c = string.find(rd.s, ':', rd.p, true)        -- the colon after the length
   if not c then error('retryredis: no length') end
-  local n = tonumber(string.sub(src, pos, c - 1))
-  if n == nil or n < 0 or n ~= math.floor(n) then error('retryredis: bad length') end
-  local b = string.sub(src, c + 1, c + n)       -- the n bytes
+  local nw = string.sub(rd.s, rd.p, c - 1)
+  if not string.find(nw, '^%d+$') then error('retryredis: bad length') end
+  local n = tonumber(nw)
+  local b = string.sub(rd.s, c + 1, c + n)            -- the n bytes
   if #b ~= n then error('retryredis: short bytes') end
-  pos = c + n + 2                               -- past the bytes and the space
+  rd.p = c + n + 1
+  if rd.p <= #rd.s then                               -- a space after, unless at the end
+    if string.sub(rd.s, rd.p, rd.p) ~= ' ' then error('retryredis: no space') end
+    rd.p = rd.p + 1
+  end
   return b
 end
 
--- A lane as Go's StoreLane: u Until, r Refuse, n Next, sh Shift, pu Pushed,
--- mv Moved, rn RetryNext, per Per, b Burst, sc Scaled, lim Limited, v Version, rates.
+-- A lane as Go's store.Lane: u Until, r Refuse, n Next, sh Shift, pu Pushed,
+-- mv Moved, rn RetryNext, per Per, b Burst, sc Scaled, lim Limited, v Version.
 local function newLane()
   return {u = 0, r = false, n = 0, sh = 0, pu = 0, mv = 0, rn = 0, per = 0, b = 0, sc = 0, lim = 0, v = 0, rates = ''}
 end
-local function emptyState()
-  return {seq = 0, lanes = {newLane(), newLane(), newLane(), newLane()}}
+-- A circuit as Go's store.Circuit: f Failures, from From, many Many, last
+-- Last, open Open, since Since, probe Probe.
+local function newCircuit() return {f = 0, from = '0', many = false, last = 0, open = 0, since = 0, probe = 0} end
+local function emptyRecord() return {seq = 0, lanes = {}, c = newCircuit()} end
+
+-- valid is store.Record.Valid at now.
+local function okTime(x) return x == 0 or (x > 0 and x <= now + MAXAHEAD) end
+local function okSpan(x) return x >= -MAXSPAN and x <= MAXSPAN end
+local function valid(st)
+  for _, s in ipairs(st.lanes) do
+    if not (okTime(s.u) and okTime(s.n) and okTime(s.rn) and okTime(s.lim) and okSpan(s.sh) and okSpan(s.pu)
+      and okSpan(s.mv) and s.per >= 0 and s.per <= MAXPER and s.sc >= 0 and s.sc <= MAXPER and s.b >= 0
+      and s.b <= MAXBURST and s.v >= 0 and #s.rates <= MAXRATES) then return false end
+  end
+  local c = st.c
+  return st.seq >= 0 and c.f >= 0 and okTime(c.last) and okTime(c.open) and okTime(c.since) and okTime(c.probe)
 end
 
--- decode reads a record (see encode); it raises an error on anything else.
+-- decode reads a record (store's encoding); it raises an error on anything
+-- else, as Go's UnmarshalBinary returns one.
 local function decode(raw)
-  src, pos = raw, 1
-  if word() ~= 'r2' then error('retryredis: not a record') end -- r1 (without Scaled): an old record, read as none
+  rd.s, rd.p = raw, 1
+  if word() ~= 'r3' then error('retryredis: not a record') end -- r2 and older: read as none
   local st = {seq = int(), lanes = {}}
-  for l = 1, 4 do
+  local n = int()
+  if n < 0 or n > MAXLANES then error('retryredis: lanes') end
+  for l = 1, n do
     local s = newLane()
-    s.u, s.r, s.n, s.sh, s.pu = int(), int() ~= 0, int(), int(), int()
-    s.mv, s.rn, s.per, s.b, s.sc, s.lim = int(), int(), num(), num(), num(), int()
-    s.v, s.rates = int(), bytes()
-    if s.per < 0 or s.b < 0 or s.sc < 0 or s.v < 0 then error('retryredis: negative rate') end
+    s.u, s.r, s.n, s.sh, s.pu, s.mv, s.rn = int(), flag(), int(), int(), int(), int(), int()
+    s.per, s.b, s.sc, s.lim, s.v, s.rates = num(), num(), num(), int(), int(), bytes()
     st.lanes[l] = s
   end
+  local c = newCircuit()
+  c.f, c.from, c.many, c.last, c.open, c.since, c.probe = int(), id(), flag(), int(), int(), int(), int()
+  st.c = c
+  if rd.p <= #rd.s then error('retryredis: trailing bytes') end
   return st
 end
 
--- encode writes a record: "r1 seq" and each lane's fields, the times and
--- durations as whole µs, Per and Burst with 17 digits (exact), the Rates as
--- "n:" and its bytes. Go reads it (codec.go).
+-- encode writes a record in store's encoding; Go reads it.
 local function encode(st)
-  local out = {'r2', string.format('%d', st.seq)}
-  for l = 1, 4 do
-    local s = st.lanes[l]
+  local out = {'r3', string.format('%d %d', st.seq, #st.lanes)}
+  for _, s in ipairs(st.lanes) do
     out[#out + 1] = string.format('%d %d %d %d %d %d %d %.17g %.17g %.17g %d %d %d:',
       s.u, s.r and 1 or 0, s.n, s.sh, s.pu, s.mv, s.rn, s.per, s.b, s.sc, s.lim, s.v, #s.rates) .. s.rates
   end
+  local c = st.c
+  out[#out + 1] = string.format('%d %s %d %d %d %d %d', c.f, c.from, c.many and 1 or 0, c.last, c.open, c.since, c.probe)
   return table.concat(out, ' ')
 end
 
--- The key's state: junk (another type, a record that does not parse) is
--- an empty state, overwritten below; pcall keeps a WRONGTYPE from failing.
-local raw = redis.pcall('GET', KEYS[1])         -- a string, false (none), or an error table
+-- The key's Record: junk (another type, bytes that do not decode, a record
+-- out of range) is the zero Record, overwritten below; pcall keeps a
+-- WRONGTYPE from failing.
+local raw = redis.pcall('GET', KEYS[1])               -- a string, false (none), or an error table
 local st = nil
 if type(raw) == 'string' then
-  local ok, got = pcall(decode, raw)            -- a bad record raises inside decode
-  if ok then st = got end
+  local ok, got = pcall(decode, raw)                  -- a bad record raises inside decode
+  if ok and valid(got) then st = got end
 end
-if st == nil then st = emptyState() end
-local L = st.lanes
+if st == nil then st = emptyRecord() end
+local L, C = st.lanes, st.c
 
--- ready: when lane s's bucket covers a charge (ns) asked at now (lanes.go).
-local function ready(s, charge, retry)
-  local r = s.n + us(math.min(charge, s.b) - s.b) -- Next + min(c, τ) − τ
-  if not retry or not (r > now) then return r end  -- a first try: that slot
-  local head = now                                 -- a retry: the grid's first slot after now
-  local ahead = (s.n - now) * 1000                 -- how far Next is ahead, in ns
-  -- (a slot due at now exactly is its send's, going now: the next one)
-  if charge > 0 and ahead > 0 then head = s.n + us(-(math.ceil(ahead / charge) - 1) * charge) end
-  return math.min(r, math.max(head, s.rn))         -- no sooner than a charge after the last retry
+-- lane returns lane i (0-based), made with those before it; nil past MaxLanes.
+local function lane(i)
+  if i < 0 or i >= MAXLANES or i ~= math.floor(i) then return nil end
+  while #L <= i do L[#L + 1] = newLane() end
+  return L[i + 1]
 end
 
--- take: a send's slot on every lane it counts against, if its wait is
--- shorter than within (ns). Returns wait (µs), refused, took.
-local function take(costs, within, retry)
+-- charge is store.Lane.Charge: cost × Per, at most the whole bucket.
+local function charge(s, cost)
+  local debt = s.b
+  if debt <= 0 then debt = MAXDEBT end
+  return math.min(cost * s.per, debt)
+end
+
+-- ready: when lane s's bucket covers a charge (ns) asked at now.
+local function ready(s, c, retry)
+  local r = s.n + us(math.min(c, s.b) - s.b)          -- Next + min(c, τ) − τ
+  if not retry or not (r > now) then return r end      -- a first try: that slot
+  local head = now                                     -- a retry: the grid's first slot after now
+  local ahead = (s.n - now) * 1000                     -- how far Next is ahead, in ns
+  if c > 0 and ahead > 0 then head = s.n + us(-(math.ceil(ahead / c) - 1) * c) end
+  return math.min(r, math.max(head, s.rn))             -- no sooner than RetryNext
+end
+
+-- The Result: the last take's, and what the ops did.
+local R = {wait = 0, took = false, refused = false, unavailable = false, probe = false, stale = false, publish = false}
+
+-- take: OpTake (costs a table of n, within ns).
+local function take(costs, within, retry, circuit)
+  R.wait, R.took, R.refused, R.unavailable, R.probe = 0, false, false, false, false
+  local probe = false
+  if circuit and C.open ~= 0 then
+    if now < C.open or (C.probe ~= 0 and now < C.probe) then R.unavailable = true; return end
+    probe = true                                       -- open past its time: this take probes
+  end
+  local n = math.min(#costs, #L)
   local at = now
-  for l = 1, 4 do
-    local s = L[l]
-    if costs[l] > 0 then
-      if s.r and s.u > now then return s.u - now, true, false end -- a refusing hold: fail at once
-      at = math.max(at, s.u)                                     -- after the lane's hold
-      if s.per > 0 then at = math.max(at, ready(s, costs[l] * s.per, retry)) end
+  for l = 1, n do
+    local s, cost = L[l], costs[l]
+    if cost > 0 then
+      if s.r and s.u > now then R.wait, R.refused = s.u - now, true; return end -- a refusing hold
+      at = math.max(at, s.u)                           -- after the lane's hold
+      if s.per > 0 then at = math.max(at, ready(s, charge(s, cost), retry)) end
     end
   end
-  local wait = at - now
-  if wait > 0 and wait * 1000 >= within then return wait, false, false end -- does not fit: take nothing
-  for l = 1, 4 do
-    local s = L[l]
-    if costs[l] > 0 and s.per > 0 then
-      local charge = costs[l] * s.per                              -- ns
+  R.wait = at - now
+  if R.wait > 0 and R.wait * 1000 >= within then return end -- does not fit: take nothing
+  for l = 1, n do
+    local s, cost = L[l], costs[l]
+    if cost > 0 and s.per > 0 then
+      local c = charge(s, cost)
       if retry then
-        if s.n > at then s.pu = s.pu + us(charge) end              -- the sends waiting go a charge later
-        s.rn = at + us(charge)                                     -- the next retry's earliest slot
+        if s.n > at then s.pu = clampSpan(s.pu + us(c)) end -- the sends waiting go a charge later
+        s.rn = fit(at + us(c))                          -- the next retry's earliest slot
       end
-      s.n = math.max(s.n, at) + us(charge)                         -- GCRA: Next moves on by the charge
+      s.n = fit(math.max(s.n, at) + us(c))               -- GCRA: Next moves on by the charge
     end
   end
-  return wait, false, true
+  R.took = true
+  if probe then C.probe, R.probe = now + LEASE, true end
 end
 
 -- holdTo: the lane's hold on to u, forward only, moving the queue on.
 local function holdTo(s, u, refuse)
   local from = math.max(s.u, now)
-  if not (u > from) then return end               -- a shorter hold never shortens it
-  if s.n > from then                              -- sends wait past the old hold:
-    local d = u - from
-    s.n, s.sh, s.mv = s.n + d, s.sh + d, s.mv + d -- they go later by what the hold grew
+  if not (u > from) then return false end             -- a shorter hold never shortens it
+  if s.n > from then                                  -- sends wait past the old hold:
+    local d = u - from                                -- they go later by what it grew
+    s.n, s.sh, s.mv = fit(s.n + d), clampSpan(s.sh + d), clampSpan(s.mv + d)
   end
-  s.r = refuse or (s.r and s.u > now)             -- a refusing hold still on stays so
+  s.r = refuse or (s.r and s.u > now)                 -- a refusing hold still on stays so
   s.u = u
+  return true
 end
 
--- correct: the schedule by the provider's count (full: bucket full again).
+-- correct: the bucket full again at full, as of the send whose take left
+-- Next at mark (0: a send not paced, which only moves Next later).
 local function correct(s, full, mark, movedAt)
-  if mark == 0 then                               -- a send that was not paced
-    if not (full > s.n) then return end           -- only moves Next later
-    if s.n ~= 0 then s.mv = s.mv + (full - s.n) end -- (a Next never set moves no mark)
-    s.n = full
+  if mark == 0 then
+    if full > s.n then
+      if s.n ~= 0 then s.mv = clampSpan(s.mv + clampSpan(full - s.n)) end -- (a Next never set moves no mark)
+      s.n = full
+    end
     return
   end
-  local d = full - (mark + (s.mv - movedAt))      -- the count against the mark, moved on since
-  if d == 0 then return end
-  s.n, s.mv = s.n + d, s.mv + d
-end
-
--- untake: give back a charge (ns) if no slot was given after the mark.
-local function untake(s, mark, charge)
-  if mark == 0 or s.n ~= mark then return end
-  s.n = s.n + us(-charge)
+  if s.n == 0 then return end                         -- no take ever gave a mark on this lane
+  local d = clampSpan(full - (mark + clampSpan(s.mv - movedAt))) -- the count against the mark, moved on since
+  s.n, s.mv = fit(s.n + d), clampSpan(s.mv + d)
 end
 
 -- setRates: the lane's rates; a Per that moves by more than 5% from the
 -- one the schedule was last scaled to (Scaled) scales the queue, both ways.
 local function setRates(s, per, burst, rates)
   if s.sc <= 0 or per <= 0 then
-    s.sc = per                                    -- nothing scaled yet, or no rate: the new one
+    s.sc = per                                        -- nothing scaled yet, or no rate: the new one
   elseif per > s.sc * 1.05 or per < s.sc / 1.05 then
-    if s.n > now then                             -- sends wait: their schedule to the new rate
+    if s.n > now then                                 -- sends wait: their schedule to the new rate
       local d = us((s.n - now) * 1000 * (per / s.sc - 1))
-      s.n, s.mv = s.n + d, s.mv + d
+      s.n, s.mv = fit(s.n + d), clampSpan(s.mv + d)
     end
     s.sc = per
   end
   s.per, s.b, s.rates, s.v = per, burst, rates, s.v + 1
 end
 
--- finite as Go's: a number of 0 or more, else 0.
-local function finite(f)
-  if f ~= f or f < 0 or f == math.huge then return 0 end
-  return f
+-- fail: OpFail, the circuit's row (store.Circuit.fail).
+local function fail(from, failures, open, solo, probe)
+  if open <= 0 then open = 1000000000 end             -- DefaultOpen, in ns
+  if failures <= 0 then failures = 5 end              -- DefaultFailures
+  open = math.max(math.min(us(open), MAXAHEAD), 1)
+  C.last = now
+  if probe and C.open ~= 0 and C.probe ~= 0 then      -- the probe failed: open again
+    C.open, C.probe = now + open, 0
+    return true
+  end
+  if C.f == 0 then C.from, C.many = from, false       -- the row's first failure names its process
+  elseif from ~= C.from then C.many = true end        -- another process failed in it too
+  if C.f < MAXINT - 1 then C.f = C.f + 1 end
+  if C.open ~= 0 or C.f < failures or (not C.many and not solo) then return false end
+  C.open, C.since = now + open, now                   -- the row opens the circuit
+  return true
 end
 
-local wait, took, refused, stale, arms = 0, false, false, false, false
-local ops = ARGV[4]
+-- markOf: a mark before the epoch or past 2^53 µs is none.
+local function markOf(m)
+  if m <= 0 or m >= MAXINT then return 0 end
+  return m
+end
+
+local ops = ARGV[3]
 if ops ~= '' then
   -- Seq: at least Redis's clock in µs, so a key lost and made again grows.
   st.seq = math.max(st.seq + 1, now)
-  src, pos = ops, 1
-  while pos <= #src do
+  rd.s, rd.p = ops, 1
+  while rd.p <= #rd.s do
     local kind = word()
     if kind == 'T' then
-      local costs = {finite(num()), finite(num()), finite(num()), finite(num())}
-      local within, retry = num(), num() ~= 0
-      wait, refused, took = take(costs, within, retry)
+      local costs = {}
+      for i = 1, num() do costs[i] = finite(num()) end
+      local within, retry, circuit = num(), num() ~= 0, num() ~= 0
+      take(costs, within, retry, circuit)
+    elseif kind == 'F' then
+      local from = word()
+      local failures, open, solo, probe = num(), num(), num() ~= 0, num() ~= 0
+      if fail(from, failures, open, solo, probe) then R.publish = true end
+    elseif kind == 'A' then
+      if C.open ~= 0 then R.publish = true end
+      st.c = newCircuit(); C = st.c
+    elseif kind == 'P' then
+      C.probe = 0
     elseif kind == 'N' then
-      -- an op of a kind this script does not know: it counts, and does nothing
+      -- an op of a kind this script does not know: nothing
     else
-      local l = num() + 1                         -- Go's lane 0..3 is Lua's 1..4
-      local s = L[l]                              -- nil when out of range: the op is read and left out
+      local i = num()                                 -- Go's lane 0..7 is Lua's 1..8
       if kind == 'H' then
         local f, refuse = num(), num() ~= 0
-        if s then holdTo(s, now + us(f), refuse) end
-        arms = true
+        local s = lane(i)
+        if s and holdTo(s, now + us(f), refuse) then R.publish = true end
       elseif kind == 'C' then
-        local f, mark, moved = num(), num(), num()
+        local f, mark, moved = num(), markOf(num()), num()
+        local s = lane(i)
         if s then correct(s, now + us(f), mark, us(moved)) end
       elseif kind == 'U' then
-        local mark, charge = num(), finite(num())
-        if s then untake(s, mark, charge) end
+        local mark, c = markOf(num()), math.min(finite(num()), MAXBURST)
+        local s = (i >= 0 and i < #L and i == math.floor(i)) and L[i + 1] or nil -- an Untake makes no lane
+        if s and mark ~= 0 and s.n == mark then s.n = s.n + us(-c) end
       elseif kind == 'R' then
-        local v, per, burst, rates = num(), finite(num()), finite(num()), bytes()
-        if s and s.v ~= v then stale = true       -- computed from an older version: left out
-        elseif s then setRates(s, per, burst, rates) end
+        local v, per, burst, rates = num(), num(), num(), bytes()
+        if #rates <= MAXRATES then
+          local s = lane(i)
+          if s and s.v ~= v then R.stale = true       -- computed from an older version: left out
+          elseif s then setRates(s, math.min(finite(per), MAXPER), math.min(finite(burst), MAXBURST), rates) end
+        end
       elseif kind == 'L' then
-        if s then s.lim = now end
-        arms = true
+        local s = lane(i)
+        if s then s.lim = now; R.publish = true end
       else
         error('retryredis: unknown op')
       end
@@ -262,16 +370,18 @@ if ops ~= '' then
 end
 
 local rec = encode(st)
-local reply = string.format('%d %d %d %d %d ', now, wait, took and 1 or 0, refused and 1 or 0, stale and 1 or 0) .. rec
+local b = function(v) return v and 1 or 0 end
+local reply = string.format('%d %d %d %d %d %d %d %d ', now, R.wait, b(R.took), b(R.refused), b(R.unavailable),
+  b(R.probe), b(R.stale), b(R.publish)) .. rec
 if ops ~= '' then
-  -- The TTL: until the latest of the lanes' holds and schedules, plus the
-  -- margin (ARGV[3]), at most a day more: a quiet key goes.
+  -- The TTL: store.Record.Expires, KeepFor past the latest time in it.
   local latest = now
-  for l = 1, 4 do latest = math.max(latest, L[l].u, L[l].n, L[l].rn) end
-  local ttl = math.floor(math.min(latest - now, 86400000000) / 1000) + tonumber(ARGV[3])
+  for _, s in ipairs(L) do latest = math.max(latest, s.u, s.n, s.rn) end
+  latest = math.max(latest, C.open, C.probe)
+  local ttl = math.floor((latest - now + KEEP) / 1000)
   redis.call('SET', KEYS[1], rec, 'PX', string.format('%d', ttl)) -- SET replaces junk of any type
-  -- A hold or a limit is news for every process: push it now.
-  if arms and ARGV[2] ~= '' then
+  -- News for every process: push it now.
+  if R.publish and ARGV[2] ~= '' then
     redis.call('PUBLISH', ARGV[2], ARGV[1] .. ' ' .. #KEYS[1] .. ':' .. KEYS[1] .. ' ' .. reply)
   end
 end

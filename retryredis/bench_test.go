@@ -10,6 +10,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 	"github.com/retryhttp/retryhttp"
+	"github.com/retryhttp/retryhttp/store"
 	"github.com/stretchr/testify/require"
 )
 
@@ -140,8 +141,8 @@ func BenchmarkApply(b *testing.B) {
 	srv := sharedRedis(b)
 	s := newStore(b, srv.client(b), WithPrefix(testPrefix(b)), WithTimeout(time.Second))
 	ctx := context.Background()
-	ops := []retryhttp.StoreOp{{Kind: retryhttp.StoreTake, Costs: [4]float64{1, 100}, Within: time.Second}}
-	_, err := s.Apply(ctx, "k", []retryhttp.StoreOp{{Kind: retryhttp.StoreRates, Per: 1, Rates: binaryRates}})
+	ops := []store.Op{{Kind: store.OpTake, Costs: []float64{1, 100}, Within: time.Second}}
+	_, err := s.Apply(ctx, "k", []store.Op{{Kind: store.OpRates, Per: 1, Rates: binaryRates}})
 	require.NoError(b, err)
 	b.ReportAllocs()
 	for b.Loop() {

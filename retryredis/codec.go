@@ -7,65 +7,81 @@ import (
 	"strings"
 	"time"
 
-	"github.com/retryhttp/retryhttp"
+	"github.com/retryhttp/retryhttp/store"
 )
 
-// The wire between Go and the scripts: the ops of an Apply as apply.lua
-// reads them (ARGV[4]), and its reply (the record of the key's state, with
-// Redis's now and what the Take did) as Go reads it. Times cross as whole
-// µs of Redis's clock (0 is the zero Time), so that a Mark the Store gave
-// out comes back exactly; Per, Burst, costs and charges as shortest-exact
-// decimals; a lane's Rates as "n:" and its bytes.
+// The wire between Go and apply.lua: the ops of an Apply as the script
+// reads them (ARGV[3]), and its reply: a few words (Redis's now, what the
+// ops did) and the Record in store's own encoding, which Go decodes with
+// store.Record.UnmarshalBinary. Times cross as whole µs of Redis's clock (0
+// is the zero Time), so that a Mark the Store gave out comes back exactly;
+// Per, Burst, costs and charges as shortest-exact decimals; a lane's Rates
+// as "n:" and its bytes.
 
 var errReply = errors.New("retryredis: a reply that does not parse")
 
-// appendOps appends ops to b as apply.lua reads them, and reports whether
-// one holds or limits a lane (the Apply then publishes and indexes the key).
-// Values out of range are sent as they are and left out by the script, as
-// the in-process Store leaves them out; a NaN or a negative cost is 0.
-func appendOps(b []byte, ops []retryhttp.StoreOp) (out []byte, arms bool) {
+// appendOps appends ops to b as apply.lua reads them. A NaN, infinite or
+// negative float is sent as 0, as store.Apply reads it; every other value
+// goes as it is, and the script reads it as store.Apply does.
+func appendOps(b []byte, ops []store.Op) []byte {
 	for i := range ops {
 		op := &ops[i]
 		if i > 0 {
 			b = append(b, ' ')
 		}
 		switch op.Kind {
-		case retryhttp.StoreTake:
-			b = append(b, 'T')
+		case store.OpTake:
+			b = appendInt(append(b, 'T'), int64(len(op.Costs)))
 			for _, c := range op.Costs {
-				b = appendFloat(b, finite(c))
+				b = appendFloat(b, c)
 			}
-			b = appendInt(b, int64(op.Within))
-			b = appendBool(b, op.Retry)
-		case retryhttp.StoreHold:
+			b = appendBool(appendBool(appendInt(b, wide(int64(op.Within))), op.Retry), op.Circuit)
+		case store.OpHold:
 			b = appendInt(append(b, 'H'), int64(op.Lane))
-			b = appendBool(appendInt(b, int64(op.For)), op.Refuse)
-			arms = true
-		case retryhttp.StoreCorrect:
+			b = appendBool(appendInt(b, wide(int64(op.For))), op.Refuse)
+		case store.OpCorrect:
 			b = appendInt(append(b, 'C'), int64(op.Lane))
-			b = appendInt(appendInt(appendInt(b, int64(op.For)), micros(op.Mark)), int64(op.Moved))
-		case retryhttp.StoreUntake:
+			b = appendInt(appendInt(appendInt(b, wide(int64(op.For))), wide(micros(op.Mark))), wide(int64(op.Moved)))
+		case store.OpUntake:
 			b = appendInt(append(b, 'U'), int64(op.Lane))
-			b = appendFloat(appendInt(b, micros(op.Mark)), finite(op.Charge))
-		case retryhttp.StoreRates:
+			b = appendFloat(appendInt(b, wide(micros(op.Mark))), op.Charge)
+		case store.OpRates:
 			b = appendInt(append(b, 'R'), int64(op.Lane))
-			b = append(append(b, ' '), strconv.FormatUint(op.Version, 10)...)
-			b = appendFloat(appendFloat(b, finite(op.Per)), finite(op.Burst))
+			b = strconv.AppendUint(append(b, ' '), min(op.Version, 1<<53), 10)
+			b = appendFloat(appendFloat(b, op.Per), op.Burst)
 			b = append(strconv.AppendInt(append(b, ' '), int64(len(op.Rates)), 10), ':')
 			b = append(b, op.Rates...)
-		case retryhttp.StoreLimited:
+		case store.OpLimited:
 			b = appendInt(append(b, 'L'), int64(op.Lane))
-			arms = true
+		case store.OpFail:
+			b = strconv.AppendUint(append(b, "F "...), op.From, 10)
+			b = appendInt(appendInt(b, wide(int64(op.Failures))), wide(int64(op.Open)))
+			b = appendBool(appendBool(b, op.Solo), op.Probe)
+		case store.OpAlive:
+			b = append(b, 'A')
+		case store.OpProbeEnd:
+			b = append(b, 'P')
 		default:
-			b = append(b, 'N') // a kind the Store does not know: it counts as an op, and does nothing
+			b = append(b, 'N') // a kind the script does not know: it does nothing
 		}
 	}
-	return b, arms
+	return b
 }
 
 func appendInt(b []byte, v int64) []byte { return strconv.AppendInt(append(b, ' '), v, 10) }
 
+// wide bounds an op's whole number to ±2^53, which Lua's numbers hold
+// exactly (gopher-lua reads none past an int64, nor some near it) with no
+// change to what the op does: store.Apply clamps every duration to an
+// hour, reads a Mark past 2^53 µs as none, and a Version or a Failures
+// past 2^53 is one no lane or row reaches. A Version is bounded likewise.
+func wide(v int64) int64 { return min(max(v, -1<<53), 1<<53) }
+
+// appendFloat appends f, or 0 when it is not a number of 0 or more.
 func appendFloat(b []byte, f float64) []byte {
+	if f != f || f < 0 || math.IsInf(f, 0) {
+		f = 0
+	}
 	return strconv.AppendFloat(append(b, ' '), f, 'g', -1, 64)
 }
 
@@ -76,14 +92,6 @@ func appendBool(b []byte, v bool) []byte {
 	return append(b, " 0"...)
 }
 
-// finite is f when it is a number of 0 or more, else 0 (store.go's finite).
-func finite(f float64) float64 {
-	if f != f || f < 0 || math.IsInf(f, 0) {
-		return 0
-	}
-	return f
-}
-
 // micros is t in µs since the Unix epoch; 0 for the zero Time.
 func micros(t time.Time) int64 {
 	if t.IsZero() {
@@ -92,113 +100,45 @@ func micros(t time.Time) int64 {
 	return t.UnixMicro()
 }
 
-// maxMicros is the largest time.Duration, in µs.
-const maxMicros = math.MaxInt64 / int64(time.Microsecond)
-
-// usTime is the time of v µs since the Unix epoch; 0 is the zero Time.
-func usTime(v int64) time.Time {
-	if v == 0 {
-		return time.Time{}
-	}
-	return time.UnixMicro(v)
-}
-
-// usDur is v µs as a Duration, saturating.
-func usDur(v int64) time.Duration {
-	switch {
-	case v > maxMicros:
-		return math.MaxInt64
-	case v < -maxMicros:
-		return -math.MaxInt64
-	}
-	return time.Duration(v) * time.Microsecond
-}
-
-// scanner reads the words of a reply; after a word that does not parse,
-// bad is set and every read returns zero.
-type scanner struct {
-	s   string
-	bad bool
-}
-
-func (p *scanner) word() string {
-	if p.bad {
-		return ""
-	}
-	w, rest, _ := strings.Cut(p.s, " ")
-	p.s = rest
-	return w
-}
-
-func (p *scanner) int() int64 {
-	v, err := strconv.ParseInt(p.word(), 10, 64)
-	p.bad = p.bad || err != nil
-	return v
-}
-
-func (p *scanner) float() float64 {
-	f, err := strconv.ParseFloat(p.word(), 64)
-	p.bad = p.bad || err != nil || finite(f) != f
-	return f
-}
-
-func (p *scanner) bool() bool { return p.int() != 0 }
-
-// bytes reads "n:" and n bytes, and the space after them.
-func (p *scanner) bytes() string {
-	if p.bad {
-		return ""
-	}
-	n, rest, ok := strings.Cut(p.s, ":")
-	v, err := strconv.Atoi(n)
-	if !ok || err != nil || v < 0 || v > len(rest) {
-		p.bad = true
-		return ""
-	}
-	b := rest[:v]
-	p.s = strings.TrimPrefix(rest[v:], " ")
-	return b
-}
-
-// parseReply reads apply.lua's reply: "now wait took refused stale" and
-// the record. Rates are substrings of s.
-func parseReply(s string) (retryhttp.StoreState, error) {
-	p := scanner{s: s}
-	var st retryhttp.StoreState
-	st.Now = usTime(p.int())
-	st.Wait = usDur(p.int())
-	st.Took, st.Refused, st.Stale = p.bool(), p.bool(), p.bool()
-	if p.word() != "r2" {
-		return retryhttp.StoreState{}, errReply
-	}
-	if seq := p.int(); seq > 0 {
-		st.Seq = uint64(seq)
-	}
-	for l := range st.Lanes {
-		ln := &st.Lanes[l]
-		ln.Until, ln.Refuse, ln.Next = usTime(p.int()), p.bool(), usTime(p.int())
-		ln.Shift, ln.Pushed, ln.Moved = usDur(p.int()), usDur(p.int()), usDur(p.int())
-		ln.RetryNext, ln.Per, ln.Burst, ln.Scaled, ln.Limited = usTime(p.int()), p.float(), p.float(), p.float(), usTime(p.int())
-		if v := p.int(); v > 0 {
-			ln.Version = uint64(v)
+// parseReply reads apply.lua's reply: "now wait took refused unavailable
+// probe stale publish" and the Record.
+func parseReply(s string) (store.State, error) {
+	var st store.State
+	var w [8]int64
+	for i := range w {
+		word, rest, ok := strings.Cut(s, " ")
+		v, err := strconv.ParseInt(word, 10, 64)
+		if !ok || err != nil {
+			return store.State{}, errReply
 		}
-		ln.Rates = p.bytes()
+		w[i], s = v, rest
 	}
-	if p.bad || st.Now.IsZero() {
-		return retryhttp.StoreState{}, errReply
+	if w[0] <= 0 || w[1] < -maxMicros || w[1] > maxMicros {
+		return store.State{}, errReply
+	}
+	st.Now, st.Wait = time.UnixMicro(w[0]), time.Duration(w[1])*time.Microsecond
+	st.Took, st.Refused, st.Unavailable, st.Probe, st.Stale, st.Publish = w[2] != 0, w[3] != 0, w[4] != 0, w[5] != 0, w[6] != 0, w[7] != 0
+	if err := st.Record.UnmarshalBinary([]byte(s)); err != nil {
+		return store.State{}, errReply
 	}
 	return st, nil
 }
 
+const maxMicros = math.MaxInt64 / int64(time.Microsecond)
+
 // parseMessage reads what apply.lua publishes: the sender's id, its Redis
 // key ("n:" and the key) and its reply.
-func parseMessage(payload string) (from, key string, st retryhttp.StoreState, err error) {
-	p := scanner{s: payload}
-	from = p.word()
-	key = p.bytes()
-	if p.bad {
+func parseMessage(payload string) (from, key string, st store.State, err error) {
+	from, rest, ok := strings.Cut(payload, " ")
+	if !ok {
 		return "", "", st, errReply
 	}
-	st, err = parseReply(p.s)
+	n, rest, ok := strings.Cut(rest, ":")
+	v, err := strconv.Atoi(n)
+	if !ok || err != nil || v < 0 || v >= len(rest) || rest[v] != ' ' {
+		return "", "", st, errReply
+	}
+	key, rest = rest[:v], rest[v+1:]
+	st, err = parseReply(rest)
 	return from, key, st, err
 }

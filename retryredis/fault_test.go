@@ -6,7 +6,7 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
-	"github.com/retryhttp/retryhttp"
+	"github.com/retryhttp/retryhttp/store"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"go.uber.org/zap"
@@ -18,7 +18,7 @@ import (
 // DefaultFailures failures and logs it once, and lets Redis back in
 // within a second of its return, and logs that once.
 
-var paced = []retryhttp.StoreOp{{Kind: retryhttp.StoreTake, Costs: [4]float64{1}, Within: time.Second}}
+var paced = []store.Op{{Kind: store.OpTake, Costs: []float64{1}, Within: time.Second}}
 
 // slack is what an Apply may take past the bound: a timer firing late, a
 // goroutine scheduled late (-race doubles it).

@@ -78,7 +78,7 @@ func converged(t *testing.T, srv *redisServer, key string, stores []*Store) time
 	start := time.Now()
 	for time.Since(start) < 900*time.Millisecond {
 		st, err := reader.Apply(context.Background(), key, nil)
-		back := err == nil && st.Lanes[0].Per > 0
+		back := err == nil && st.Lane(0).Per > 0
 		for _, s := range stores {
 			back = back && !s.br.isOpen()
 		}

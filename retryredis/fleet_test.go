@@ -15,6 +15,7 @@ import (
 
 	"github.com/retryhttp/retryhttp"
 	"github.com/retryhttp/retryhttp/retryhttptest"
+	"github.com/retryhttp/retryhttp/store"
 	"github.com/stretchr/testify/assert"
 	"go.uber.org/zap"
 )
@@ -33,8 +34,8 @@ type fleetConfig struct {
 	// at, when set, is called once at each of its offsets into the run
 	// (a fault, and its end), with the Cooldowns' key.
 	at    map[time.Duration]func(key string, r *fleetResult)
-	log   *zap.Logger     // the Stores'; nil: none
-	local retryhttp.Store // a Store every replica shares in the process, to compare with
+	log   *zap.Logger // the Stores'; nil: none
+	local store.Store // a Store every replica shares in the process, to compare with
 }
 
 type fleetResult struct {
@@ -174,7 +175,7 @@ func TestFleet(t *testing.T) {
 	t.Logf("K=8 with retryredis: %v", shared)
 	t.Logf("K=1, 32 workers:     %v", one)
 	if os.Getenv("FLEET_LOCAL") != "" {
-		t.Logf("K=8 sharing one LocalStore: %v", runFleet(t, fleetConfig{replicas: 8, workers: 4, span: 2 * time.Second, local: retryhttp.NewLocalStore(nil)}))
+		t.Logf("K=8 sharing one LocalStore: %v", runFleet(t, fleetConfig{replicas: 8, workers: 4, span: 2 * time.Second, local: store.NewLocal(nil)}))
 	}
 	assert.Zero(t, shared.failed, "no failed call")
 	assert.LessOrEqual(t, shared.perSuccess, 1.3)

@@ -7,7 +7,7 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
-	"github.com/retryhttp/retryhttp"
+	"github.com/retryhttp/retryhttp/store"
 )
 
 // How a process hears that another armed a key (R24): by push, the
@@ -23,7 +23,7 @@ import (
 // calls f for this Store's own Applies. The first Listen starts the
 // subscription and the poll (two goroutines, until Close). f must not
 // block; a nil f is ignored. stop makes f heard no more.
-func (s *Store) Listen(f func(key string, s retryhttp.StoreState)) (stop func()) {
+func (s *Store) Listen(f func(key string, s store.State)) (stop func()) {
 	if f == nil {
 		return func() {}
 	}
@@ -50,7 +50,7 @@ func (s *Store) Listen(f func(key string, s retryhttp.StoreState)) (stop func())
 
 // deliver calls every listener with the key of rkey and st, unless a
 // state of the key as new was delivered already.
-func (s *Store) deliver(rkey string, st retryhttp.StoreState) {
+func (s *Store) deliver(rkey string, st store.State) {
 	key, ok := strings.CutPrefix(rkey, s.keyPrefix)
 	if !ok || st.Seq == 0 {
 		return
@@ -151,7 +151,7 @@ func (s *Store) poll() {
 	if redis.HasErrorPrefix(err, "WRONGTYPE") {
 		entries, err = nil, nil // junk at the index: nothing armed, and the next arming replaces it
 	}
-	s.settle(ctx, probe, err)
+	s.settle(s.ctx, probe, err) // (s.ctx: the poll's own timeout is Redis failing, Close is not)
 	if err != nil {
 		return
 	}
@@ -209,7 +209,7 @@ func (s *Store) fresh(entries []redis.Z) []redis.Z {
 // read runs apply.lua with no ops (a read: nothing written) on each
 // entry's key, in one pipeline; EVAL where Redis lacks the script.
 func (s *Store) read(ctx context.Context, entries []redis.Z) []*redis.Cmd {
-	argv := []any{s.id, "", keyMargin.Milliseconds(), ""}
+	argv := []any{s.id, "", ""}
 	pipe := s.rdb.Pipeline()
 	cmds := make([]*redis.Cmd, len(entries))
 	for i, z := range entries {

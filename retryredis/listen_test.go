@@ -9,6 +9,7 @@ import (
 
 	"github.com/retryhttp/retryhttp"
 	"github.com/retryhttp/retryhttp/retryhttptest"
+	"github.com/retryhttp/retryhttp/store"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -19,7 +20,7 @@ import (
 
 type heardKey struct {
 	key string
-	st  retryhttp.StoreState
+	st  store.State
 	at  time.Time
 }
 
@@ -32,7 +33,7 @@ type listener struct {
 
 func listen(s *Store) (*listener, func()) {
 	l := &listener{ch: make(chan heardKey, 64)}
-	stop := s.Listen(func(key string, st retryhttp.StoreState) {
+	stop := s.Listen(func(key string, st store.State) {
 		h := heardKey{key, st, time.Now()}
 		l.mu.Lock()
 		l.heard = append(l.heard, h)
@@ -62,7 +63,7 @@ func (l *listener) count() int {
 	return len(l.heard)
 }
 
-var holdOps = []retryhttp.StoreOp{{Kind: retryhttp.StoreHold, For: 2 * time.Second}, {Kind: retryhttp.StoreLimited}}
+var holdOps = []store.Op{{Kind: store.OpHold, For: 2 * time.Second}, {Kind: store.OpLimited}}
 
 func TestListenHearsAPushWithinARoundTrip(t *testing.T) {
 	srv := sharedRedis(t)
@@ -85,7 +86,7 @@ func TestListenHearsAPushWithinARoundTrip(t *testing.T) {
 		assert.Less(t, h.at.Sub(start), 2*rtt+5*time.Millisecond, "within one round trip of the arming")
 		assert.Equal(t, "k", h.key)
 		assert.Equal(t, st.Seq, h.st.Seq, "the state the arming left")
-		assert.Equal(t, st.Lanes[0].Until, h.st.Lanes[0].Until)
+		assert.Equal(t, st.Lane(0).Until, h.st.Lane(0).Until)
 		assert.Equal(t, st.Now, h.st.Now, "on Redis's clock, with its now")
 	}
 	time.Sleep(pollEvery + 200*time.Millisecond) // and a poll passes
@@ -129,7 +130,7 @@ func TestListenStartedLaterHearsTheKeysArmedLately(t *testing.T) {
 	heardB, _ := listen(b)
 	h := heardB.next(t, time.Second)
 	assert.Equal(t, "k", h.key)
-	assert.True(t, h.st.Lanes[0].Until.After(h.st.Now))
+	assert.True(t, h.st.Lane(0).Until.After(h.st.Now))
 }
 
 func TestListenAfterClose(t *testing.T) {
@@ -138,7 +139,7 @@ func TestListenAfterClose(t *testing.T) {
 	_, _ = listen(s)
 	require.NoError(t, s.Close())
 	require.NoError(t, s.Close())
-	stop := s.Listen(func(string, retryhttp.StoreState) { t.Error("called after Close") })
+	stop := s.Listen(func(string, store.State) { t.Error("called after Close") })
 	stop()
 	s.Listen(nil)()
 	_, err := s.Apply(context.Background(), "k", paced)

@@ -1,6 +1,8 @@
 package retryredis
 
 import (
+	"context"
+	"log/slog"
 	"time"
 
 	"go.uber.org/zap"
@@ -12,7 +14,7 @@ type Option func(*config)
 type config struct {
 	prefix   string
 	timeout  time.Duration
-	logger   *zap.Logger
+	log      logger
 	failures int
 	coolOff  time.Duration
 }
@@ -36,7 +38,7 @@ const (
 )
 
 func defaultConfig() config {
-	return config{prefix: "retryhttp:", timeout: DefaultTimeout, logger: zap.NewNop(),
+	return config{prefix: "retryhttp:", timeout: DefaultTimeout,
 		failures: DefaultFailures, coolOff: DefaultCoolOff}
 }
 
@@ -63,13 +65,54 @@ func WithTimeout(d time.Duration) Option {
 
 // WithLogger sets where the Store says that Redis is failing and that it
 // is back: one Warn entry each time it changes, never a secret (no key's
-// contents, no password). The default, and nil, is zap.NewNop().
+// contents, no password). The default, and nil, is no logging. WithSlog
+// does the same for a log/slog Logger; of the two, the last given wins.
+// go-redis logs on its own (its pool's dial failures, at every attempt):
+// route or quiet it with redis.SetLogger (see README.md).
 func WithLogger(l *zap.Logger) Option {
-	return func(c *config) {
-		if l != nil {
-			c.logger = l
+	return func(c *config) { c.log = logger{z: l} }
+}
+
+// WithSlog is WithLogger for a log/slog Logger: the same entries, at
+// slog.LevelWarn, with the same attributes. nil is no logging.
+func WithSlog(l *slog.Logger) Option {
+	return func(c *config) { c.log = logger{s: l} }
+}
+
+// logger is the Store's zap or slog Logger, or none.
+type logger struct {
+	z *zap.Logger
+	s *slog.Logger
+}
+
+// warn writes a Warn entry with the attributes kv: pairs of a key and an
+// int64, a string or an error (written as its text).
+func (l logger) warn(msg string, kv ...any) {
+	switch {
+	case l.z != nil:
+		fields := make([]zap.Field, 0, len(kv)/2)
+		for i := 0; i+1 < len(kv); i += 2 {
+			fields = append(fields, zap.Any(kv[i].(string), text(kv[i+1])))
 		}
+		l.z.Warn(msg, fields...)
+	case l.s != nil:
+		attrs := make([]any, 0, len(kv))
+		for i := 0; i+1 < len(kv); i += 2 {
+			attrs = append(attrs, kv[i], text(kv[i+1]))
+		}
+		l.s.Log(context.Background(), slog.LevelWarn, msg, attrs...)
 	}
+}
+
+// text is v, or an error's text.
+func text(v any) any {
+	if err, ok := v.(error); ok {
+		if err == nil {
+			return ""
+		}
+		return err.Error()
+	}
+	return v
 }
 
 // WithBreaker sets the breaker: after failures operations in a row have

@@ -12,8 +12,7 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
-	"github.com/retryhttp/retryhttp"
-	"go.uber.org/zap"
+	"github.com/retryhttp/retryhttp/store"
 )
 
 // The scripts, each in its own file, commented line by line.
@@ -27,10 +26,6 @@ var (
 )
 
 const (
-	// keyMargin is how long a key's state outlives the latest of its holds
-	// and schedules (its TTL): a key quiet that long goes, and a Cooldown
-	// arming it again starts from nothing, as the in-process Store does.
-	keyMargin = time.Minute
 	// indexWindow is how long an armed key stays in the index; indexMax
 	// bounds it. A process polls it every pollEvery: one missed message
 	// is heard within that (R24: within a second in any case).
@@ -74,11 +69,11 @@ type Store struct {
 
 	ctx    context.Context // ended by Close
 	cancel context.CancelFunc
-	wg     sync.WaitGroup // the goroutines Listen started, and ops out (not direct)
+	wg     sync.WaitGroup // the goroutines Listen started, and ops out (not direct); added to under mu, before closed
 	kick   chan struct{}  // polls at once (after a resubscription)
 
 	mu        sync.Mutex
-	listeners map[int]func(string, retryhttp.StoreState)
+	listeners map[int]func(string, store.State)
 	nextID    int
 	started   bool
 	closed    bool
@@ -104,7 +99,7 @@ func NewStore(rdb redis.UniversalClient, opts ...Option) *Store {
 	s := &Store{rdb: rdb, cfg: cfg, id: hex.EncodeToString(id[:]),
 		keyPrefix: cfg.prefix + "key:", index: cfg.prefix + "armed", channel: cfg.prefix + "armed",
 		direct: boundsByContext(rdb), kick: make(chan struct{}, 1),
-		listeners: make(map[int]func(string, retryhttp.StoreState)), seen: make(map[string]int64),
+		listeners: make(map[int]func(string, store.State)), seen: make(map[string]int64),
 		delivered: make(map[string]uint64)}
 	s.br.failures, s.br.coolOff = int32(cfg.failures), cfg.coolOff
 	s.ctx, s.cancel = context.WithCancel(context.Background())
@@ -125,38 +120,52 @@ func boundsByContext(rdb redis.UniversalClient) bool {
 	return false
 }
 
-// Apply applies ops to key's state on Redis, atomically, at Redis's now,
-// and returns the state after them (retryhttp.Store). It answers within
-// the bound: an error (Redis failing, slow, skipped by the breaker, or ctx
+// Apply applies ops to key's Record on Redis, atomically, at Redis's now,
+// and returns the State after them (store.Store). It answers within the
+// bound: an error (Redis failing, slow, skipped by the breaker, or ctx
 // ending) means the Cooldown goes on with its own state for that call. A
 // timeout cannot tell whether the script ran: its ops may have taken
-// effect on Redis all the same.
-func (s *Store) Apply(ctx context.Context, key string, ops []retryhttp.StoreOp) (retryhttp.StoreState, error) {
+// effect on Redis all the same. An Apply whose Result has Publish set
+// costs a second round trip, after the first: the index of keys armed
+// lately, for the processes whose subscription missed the message.
+func (s *Store) Apply(ctx context.Context, key string, ops []store.Op) (store.State, error) {
 	ok, probe := s.br.allow(time.Now())
 	if !ok {
-		return retryhttp.StoreState{}, errOpen
+		return store.State{}, errOpen
 	}
-	args, arms := appendOps(make([]byte, 0, 64+48*len(ops)), ops)
+	args := appendOps(make([]byte, 0, 64+48*len(ops)), ops)
 	rkey := s.keyPrefix + key
-	reply, score, err := s.exec(ctx, rkey, args, arms)
-	var st retryhttp.StoreState
+	reply, err := s.exec(ctx, func(ctx context.Context) (string, error) { return s.call(ctx, rkey, args) })
+	var st store.State
 	if err == nil {
 		st, err = parseReply(reply)
 	}
 	s.settle(ctx, probe, err)
 	if err != nil {
-		return retryhttp.StoreState{}, fmt.Errorf("retryredis: apply: %w", err)
+		return store.State{}, fmt.Errorf("retryredis: apply: %w", err)
 	}
-	if score > 0 {
-		s.mu.Lock()
-		s.seen[rkey] = score // our own arming: the poll does not hear it back
-		s.mu.Unlock()
+	if st.Publish {
+		s.indexKey(ctx, rkey)
 	}
 	return st, nil
 }
 
+// indexKey scores rkey in the index of keys armed lately (index.lua):
+// a hint for the poll, so its failure is no error.
+func (s *Store) indexKey(ctx context.Context, rkey string) {
+	sc, err := s.exec(ctx, func(ctx context.Context) (string, error) {
+		return runScript(ctx, s.rdb, indexScript, indexSrc, []string{s.index}, rkey, indexWindow.Milliseconds(), indexMax)
+	})
+	if score, perr := strconv.ParseInt(sc, 10, 64); err == nil && perr == nil && score > 0 {
+		s.mu.Lock()
+		s.seen[rkey] = score // our own arming: the poll does not hear it back
+		s.mu.Unlock()
+	}
+}
+
 // settle tells the breaker how an operation ended, and logs what that
-// changed, once.
+// changed, once. ctx is the caller's: an operation it ended is not Redis's
+// failure.
 func (s *Store) settle(ctx context.Context, probe bool, err error) {
 	o := succeeded
 	if err != nil {
@@ -168,70 +177,63 @@ func (s *Store) settle(ctx context.Context, probe bool, err error) {
 	tr, down := s.br.done(time.Now(), probe, o)
 	switch tr {
 	case opened:
-		s.cfg.logger.Warn("retryredis: Redis is failing; each process paces on its own until it is back",
-			zap.Error(err), zap.Int("failures", int(s.br.failures)), zap.Int64("retry_in_ms", s.cfg.coolOff.Milliseconds()))
+		s.cfg.log.warn("retryredis: Redis is failing; each process paces on its own until it is back",
+			"error", err, "failures", int64(s.br.failures), "retry_in_ms", s.cfg.coolOff.Milliseconds())
 	case closed:
-		s.cfg.logger.Warn("retryredis: Redis is back; the processes pace together again",
-			zap.Int64("down_ms", down.Milliseconds()))
+		s.cfg.log.warn("retryredis: Redis is back; the processes pace together again",
+			"down_ms", down.Milliseconds())
 	}
 }
 
-// exec runs apply.lua on rkey with args within the bound, and index.lua
-// too when arms: one round trip. It returns the reply, and the index's
-// score when it indexed the key.
-func (s *Store) exec(ctx context.Context, rkey string, args []byte, arms bool) (string, int64, error) {
+// exec runs op within the bound. With a client that bounds its I/O by the
+// context it runs it here; with another, in a goroutine of its own that
+// the bound stops waiting for (it ends when the client's own timeouts end
+// it; Close waits for it).
+func (s *Store) exec(ctx context.Context, op func(context.Context) (string, error)) (string, error) {
 	ctx, cancel := context.WithTimeout(ctx, s.cfg.timeout)
 	defer cancel()
 	if s.direct {
-		return s.call(ctx, rkey, args, arms)
+		return op(ctx)
 	}
 	type result struct {
 		reply string
-		score int64
 		err   error
 	}
 	ch := make(chan result, 1)
-	s.wg.Add(1)
+	s.mu.Lock()
+	track := !s.closed // after Close, wg.Wait may be under way: no Add then
+	if track {
+		s.wg.Add(1)
+	}
+	s.mu.Unlock()
 	go func() {
-		defer s.wg.Done()
-		r, sc, err := s.call(ctx, rkey, args, arms)
-		ch <- result{r, sc, err}
+		if track {
+			defer s.wg.Done()
+		}
+		r, err := op(ctx)
+		ch <- result{r, err}
 	}()
 	select {
 	case r := <-ch:
-		return r.reply, r.score, r.err
+		return r.reply, r.err
 	case <-ctx.Done():
-		return "", 0, ctx.Err()
+		return "", ctx.Err()
 	}
 }
 
-// call is exec's round trip: EVALSHA, and EVAL when Redis has not the
+// call is Apply's round trip: apply.lua on rkey.
+func (s *Store) call(ctx context.Context, rkey string, args []byte) (string, error) {
+	return runScript(ctx, s.rdb, applyScript, applySrc, []string{rkey}, s.id, s.channel, args)
+}
+
+// runScript runs script by EVALSHA, and by EVAL when Redis has not the
 // script (NOSCRIPT: restarted, or SCRIPT FLUSH).
-func (s *Store) call(ctx context.Context, rkey string, args []byte, arms bool) (string, int64, error) {
-	keys := []string{rkey}
-	argv := []any{s.id, s.channel, keyMargin.Milliseconds(), args}
-	if !arms {
-		reply, err := applyScript.Run(ctx, s.rdb, keys, argv...).Text()
-		return reply, 0, err
+func runScript(ctx context.Context, rdb redis.UniversalClient, script *redis.Script, src string, keys []string, argv ...any) (string, error) {
+	r, err := rdb.EvalSha(ctx, script.Hash(), keys, argv...).Text()
+	if redis.HasErrorPrefix(err, "NOSCRIPT") {
+		r, err = rdb.Eval(ctx, src, keys, argv...).Text()
 	}
-	ixKeys, ixArgv := []string{s.index}, []any{rkey, indexWindow.Milliseconds(), indexMax}
-	pipe := s.rdb.Pipeline()
-	a := pipe.EvalSha(ctx, applyScript.Hash(), keys, argv...)
-	ix := pipe.EvalSha(ctx, indexScript.Hash(), ixKeys, ixArgv...)
-	_, _ = pipe.Exec(ctx)
-	if redis.HasErrorPrefix(a.Err(), "NOSCRIPT") {
-		a = s.rdb.Eval(ctx, applySrc, keys, argv...)
-	}
-	if redis.HasErrorPrefix(ix.Err(), "NOSCRIPT") {
-		ix = s.rdb.Eval(ctx, indexSrc, ixKeys, ixArgv...)
-	}
-	reply, err := a.Text()
-	if err != nil {
-		return "", 0, err
-	}
-	sc, _ := ix.Text() // the index is a hint: its failure is no error
-	score, _ := strconv.ParseInt(sc, 10, 64)
-	return reply, score, nil
+	return r, err
 }
 
 // Close stops the subscription and the poll that Listen started, and
@@ -244,7 +246,7 @@ func (s *Store) Close() error {
 		s.mu.Unlock()
 		return nil
 	}
-	s.closed = true
+	s.closed = true // under mu: no wg.Add after it
 	clear(s.listeners)
 	s.mu.Unlock()
 	s.cancel()

@@ -17,6 +17,7 @@ import (
 	"github.com/retryhttp/retryhttp"
 	"github.com/retryhttp/retryhttp/retryhttptest"
 	"github.com/retryhttp/retryhttp/retryredis"
+	"github.com/retryhttp/retryhttp/store"
 )
 
 const providerRate, providerBurst = 100, 10
@@ -42,7 +43,7 @@ type counted struct {
 	errs *atomic.Int64
 }
 
-func (c counted) Apply(ctx context.Context, key string, ops []retryhttp.StoreOp) (retryhttp.StoreState, error) {
+func (c counted) Apply(ctx context.Context, key string, ops []store.Op) (store.State, error) {
 	st, err := c.Store.Apply(ctx, key, ops)
 	if err != nil {
 		if c.errs.Add(1) == 1 && os.Getenv("FLEET_DEBUG") != "" {

@@ -9,9 +9,9 @@ import (
 
 	"github.com/alicebob/miniredis/v2"
 	"github.com/redis/go-redis/v9"
-	"github.com/retryhttp/retryhttp"
 	"github.com/retryhttp/retryhttp/retryhttptest"
 	"github.com/retryhttp/retryhttp/retryredis"
+	"github.com/retryhttp/retryhttp/store"
 	"go.uber.org/goleak"
 )
 
@@ -52,21 +52,21 @@ func TestMiniredisRunsTheScripts(t *testing.T) {
 	defer a.Close()
 	defer b.Close()
 	heard := make(chan string, 4)
-	b.Listen(func(key string, _ retryhttp.StoreState) { heard <- key })
+	b.Listen(func(key string, _ store.State) { heard <- key })
 	time.Sleep(50 * time.Millisecond) // subscribed
 	ctx := context.Background()
-	st, err := a.Apply(ctx, "k", []retryhttp.StoreOp{{Kind: retryhttp.StoreRates, Per: 1e6, Burst: 1e21, Rates: "r"},
-		{Kind: retryhttp.StoreRates, Lane: 1, Per: 5e-7, Burst: 3e300, Rates: "s"},
-		{Kind: retryhttp.StoreTake, Costs: [4]float64{1}}, {Kind: retryhttp.StoreHold, For: time.Second}})
+	st, err := a.Apply(ctx, "k", []store.Op{{Kind: store.OpRates, Per: 1e6, Burst: 1e12, Rates: "r"},
+		{Kind: store.OpRates, Lane: 1, Per: 5e-7, Burst: 3e-300, Rates: "s"},
+		{Kind: store.OpTake, Costs: []float64{1}}, {Kind: store.OpHold, For: time.Second}})
 	if err != nil {
 		t.Fatalf("Apply on miniredis: %v", err)
 	}
-	if !st.Took || st.Lanes[0].Per != 1e6 || st.Lanes[0].Until.Sub(st.Now) != time.Second {
+	if !st.Took || st.Lane(0).Per != 1e6 || st.Lane(0).Until.Sub(st.Now) != time.Second {
 		t.Errorf("state %+v", st)
 	}
 	// Read back from what miniredis keeps: the exponents are read there too.
-	if st, err = a.Apply(ctx, "k", nil); err != nil || st.Lanes[0].Burst != 1e21 || st.Lanes[1].Per != 5e-7 || st.Lanes[1].Burst != 3e300 {
-		t.Errorf("read back %+v, %v", st.Lanes[:2], err)
+	if st, err = a.Apply(ctx, "k", nil); err != nil || st.Lane(0).Burst != 1e12 || st.Lane(1).Per != 5e-7 || st.Lane(1).Burst != 3e-300 {
+		t.Errorf("read back %+v, %v", st.Lanes, err)
 	}
 	select {
 	case k := <-heard:

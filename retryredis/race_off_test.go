@@ -1,0 +1,5 @@
+//go:build !race
+
+package retryredis
+
+const raceOn = false

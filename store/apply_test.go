@@ -1,0 +1,226 @@
+package store
+
+import (
+	"math"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+const ms = time.Millisecond
+
+// epoch is the tests' now: whole µs, as a Store's clock is read.
+var epoch = time.Date(2026, 12, 3, 12, 0, 0, 0, time.UTC)
+
+// lane100 is a request lane paced one send per 100 ms, one after the other.
+func lane100() Lane { return Lane{Per: float64(100 * ms), Scaled: float64(100 * ms)} }
+
+func takeOp(within time.Duration, retry bool, costs ...float64) []Op {
+	return []Op{{Kind: OpTake, Costs: costs, Within: within, Retry: retry}}
+}
+
+// TestTakeSlots: sends are given slots first come first served; a bucket
+// lets sends go at once while it holds them; a send waits for every lane it
+// counts against, and its hold; a wait that does not fit takes nothing; a
+// refusing hold refuses whatever the time; a cost over the whole bucket
+// goes when it is full and is charged the bucket, no more; a retry goes
+// before the sends waiting and pushes them a charge on.
+func TestTakeSlots(t *testing.T) {
+	now := epoch
+	type take struct {
+		costs    []float64
+		within   time.Duration
+		retry    bool
+		wait     time.Duration
+		ok, refd bool
+	}
+	one := []float64{1}
+	const long = time.Hour
+	for _, tc := range []struct {
+		name  string
+		lanes []Lane
+		takes []take
+	}{
+		{"one after the other, first come first served", []Lane{lane100()},
+			[]take{{one, long, false, 0, true, false}, {one, long, false, 100 * ms, true, false}, {one, long, false, 200 * ms, true, false}}},
+		{"a wait that does not fit takes nothing", []Lane{lane100()},
+			[]take{{one, long, false, 0, true, false}, {one, 100 * ms, false, 100 * ms, false, false}, {one, long, false, 100 * ms, true, false}}},
+		{"a bucket of 3 sends lets 3 go at once", []Lane{{Per: float64(100 * ms), Burst: float64(300 * ms), Next: now}},
+			[]take{{one, long, false, 0, true, false}, {one, long, false, 0, true, false}, {one, long, false, 0, true, false}, {one, long, false, 100 * ms, true, false}}},
+		{"a hold, then the schedule", []Lane{{Per: float64(100 * ms), Until: now.Add(time.Second)}},
+			[]take{{one, long, false, time.Second, true, false}, {one, long, false, 1100 * ms, true, false}}},
+		{"a refusing hold refuses, whatever the time", []Lane{{Until: now.Add(time.Second), Refuse: true}},
+			[]take{{one, long, false, time.Second, false, true}}},
+		{"a hold of a lane the send does not count against is no wait", []Lane{{}, {Until: now.Add(time.Second)}},
+			[]take{{one, long, false, 0, true, false}}},
+		{"every lane: the tokens bind", []Lane{lane100(), {Per: float64(ms), Burst: float64(1000 * ms), Next: now}},
+			[]take{{[]float64{1, 1000}, long, false, 0, true, false}, {[]float64{1, 500}, long, false, 500 * ms, true, false}}},
+		{"a cost over the whole bucket goes when it is full, charged the bucket", []Lane{{}, {Per: float64(ms), Burst: float64(100 * ms), Next: now.Add(50 * ms)}},
+			[]take{{[]float64{1, 1000}, long, false, 50 * ms, true, false}, {[]float64{1, 10}, long, false, 60 * ms, true, false}}},
+		{"a cost of centuries owes a minute at most where no bucket is known", []Lane{{}, {Per: float64(ms)}},
+			[]take{{[]float64{1, 1e20}, long, false, 0, true, false}, {[]float64{1, 1}, long, false, MaxDebt, true, false}}},
+		{"a retry goes before the sends waiting, on the schedule's grid", []Lane{{Per: float64(100 * ms), Next: now.Add(350 * ms)}},
+			[]take{{one, long, true, 50 * ms, true, false}, {one, long, true, 150 * ms, true, false}, {one, long, false, 550 * ms, true, false}}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := Record{Lanes: tc.lanes}
+			for i, tk := range tc.takes {
+				res := Apply(&r, now, takeOp(tk.within, tk.retry, tk.costs...))
+				assert.Equal(t, tk.wait, res.Wait, "take %d: wait", i)
+				assert.Equal(t, tk.ok, res.Took, "take %d: took", i)
+				assert.Equal(t, tk.refd, res.Refused, "take %d: refused", i)
+			}
+		})
+	}
+}
+
+// TestTakeRetryPushesTheQueue: a retry let in before the sends waiting
+// pushes them one charge on (Pushed); one with nobody waiting does not.
+func TestTakeRetryPushesTheQueue(t *testing.T) {
+	r := Record{Lanes: []Lane{lane100()}}
+	require.True(t, Apply(&r, epoch, takeOp(time.Hour, true, 1)).Took)
+	assert.Zero(t, r.Lanes[0].Pushed, "nobody waiting")
+	Apply(&r, epoch, takeOp(time.Hour, false, 1)) // waits 100 ms
+	Apply(&r, epoch, takeOp(time.Hour, true, 1))
+	assert.Equal(t, 100*ms, r.Lanes[0].Pushed, "one send waiting, pushed a charge on")
+	assert.Equal(t, epoch.Add(200*ms), r.Lanes[0].RetryNext, "the next retry no sooner than a charge after this one")
+}
+
+// TestHoldTo: forward only; the sends already given a slot past the old
+// hold move on by what it grew, in their order and spacing; a refusing hold
+// stays refusing while it lasts.
+func TestHoldTo(t *testing.T) {
+	now := epoch
+	for _, tc := range []struct {
+		name              string
+		s                 Lane
+		u                 time.Duration
+		refuse            bool
+		until, next       time.Duration
+		shift             time.Duration
+		refusing, publish bool
+	}{
+		{"no queue: the hold alone", Lane{}, time.Second, false, time.Second, -1, 0, false, true},
+		{"a queue moves on by what the hold grew", Lane{Next: now.Add(300 * ms)}, time.Second, false, time.Second, 1300 * ms, time.Second, false, true},
+		{"a shorter hold never shortens it", Lane{Until: now.Add(2 * time.Second)}, time.Second, false, 2 * time.Second, -1, 0, false, false},
+		{"a longer one moves the queue by what it grew", Lane{Until: now.Add(time.Second), Next: now.Add(1500 * ms)}, 2 * time.Second, false,
+			2 * time.Second, 2500 * ms, time.Second, false, true},
+		{"refusing", Lane{}, time.Second, true, time.Second, -1, 0, true, true},
+		{"a refusing hold extended stays refusing", Lane{Until: now.Add(time.Second), Refuse: true}, 2 * time.Second, false, 2 * time.Second, -1, 0, true, true},
+		{"a refusing hold over is not", Lane{Until: now.Add(-time.Second), Refuse: true}, time.Second, false, time.Second, -1, 0, false, true},
+		{"a hold past MaxAhead is MaxAhead", Lane{}, 10 * time.Hour, true, MaxAhead, -1, 0, true, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := Record{Lanes: []Lane{tc.s}}
+			res := Apply(&r, now, []Op{{Kind: OpHold, For: tc.u, Refuse: tc.refuse}})
+			s := r.Lanes[0]
+			assert.Equal(t, tc.publish, res.Publish, "published only when the hold grew")
+			assert.Equal(t, now.Add(tc.until), s.Until)
+			if tc.next >= 0 {
+				assert.Equal(t, now.Add(tc.next), s.Next)
+			}
+			assert.Equal(t, tc.shift, s.Shift)
+			assert.Equal(t, tc.shift, s.Moved, "Moved counts every move but a take's")
+			assert.Equal(t, tc.refusing, s.Refuse)
+		})
+	}
+}
+
+// TestCorrect: the provider's count sets the schedule, either way, against
+// the schedule as it stood after the send it answers (its mark, moved on by
+// what moved the schedule since); the sends waiting keep their slots; a
+// send that was not paced only moves it later; a mark no take could have
+// given is none.
+func TestCorrect(t *testing.T) {
+	now := epoch
+	mark := now.Add(time.Second)
+	for _, tc := range []struct {
+		name    string
+		s       Lane
+		full    time.Duration
+		mark    time.Time
+		movedAt time.Duration
+		next    time.Time
+		moved   time.Duration
+	}{
+		{"the provider has less: the schedule moves later", Lane{Next: now.Add(3 * time.Second)}, 1200 * ms, mark, 0, now.Add(3200 * ms), 200 * ms},
+		{"the provider has more: earlier", Lane{Next: now.Add(3 * time.Second)}, 800 * ms, mark, 0, now.Add(2800 * ms), -200 * ms},
+		{"as the schedule thought: nothing", Lane{Next: now.Add(3 * time.Second)}, time.Second, mark, 0, now.Add(3 * time.Second), 0},
+		{"a mark moved on by a hold since", Lane{Next: now.Add(3 * time.Second), Moved: time.Second}, 2 * time.Second, mark, 0, now.Add(3 * time.Second), time.Second},
+		{"a send not paced: later only", Lane{Next: now.Add(time.Second)}, 2 * time.Second, time.Time{}, 0, now.Add(2 * time.Second), time.Second},
+		{"a send not paced: never earlier", Lane{Next: now.Add(time.Second)}, 0, time.Time{}, 0, now.Add(time.Second), 0},
+		{"a mark before the epoch is none", Lane{Next: now.Add(time.Second)}, 2 * time.Second, time.Unix(-5, 0), 0, now.Add(2 * time.Second), time.Second},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := Record{Lanes: []Lane{tc.s}}
+			Apply(&r, now, []Op{{Kind: OpCorrect, For: tc.full, Mark: tc.mark, Moved: tc.movedAt}})
+			assert.Equal(t, tc.next, r.Lanes[0].Next)
+			assert.Equal(t, tc.moved, r.Lanes[0].Moved)
+			assert.Zero(t, r.Lanes[0].Shift, "the sends waiting keep their slots")
+		})
+	}
+}
+
+// TestUntake: a slot given back reopens only when it was the last, by the
+// charge it was given at (a later call jumped ahead when it was given back
+// at the current one after a rate change).
+func TestUntake(t *testing.T) {
+	r := Record{Lanes: []Lane{lane100()}}
+	Apply(&r, epoch, takeOp(time.Hour, false, 1))
+	Apply(&r, epoch, takeOp(time.Hour, false, 1))
+	mark, charge := r.Lanes[0].Next, r.Lanes[0].Per
+	Apply(&r, epoch, []Op{{Kind: OpUntake, Mark: mark, Charge: charge}})
+	assert.Equal(t, epoch.Add(100*ms), r.Lanes[0].Next, "back by the charge it was given at")
+	Apply(&r, epoch, takeOp(time.Hour, false, 1))
+	Apply(&r, epoch, takeOp(time.Hour, false, 1))
+	Apply(&r, epoch, []Op{{Kind: OpUntake, Mark: mark, Charge: charge}})
+	assert.Equal(t, epoch.Add(300*ms), r.Lanes[0].Next, "a slot given after it: a hole, not a reopening")
+}
+
+// TestSetRates: a rate that changes by more than 5% scales the schedule of
+// the sends waiting by as much, both ways; less is noise; a rate over an
+// older version is left out; rates out of range are clamped.
+func TestSetRates(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		per    float64
+		next   time.Duration
+		scaled float64
+	}{
+		{"a cut stretches the queue", float64(200 * ms), 2 * time.Second, float64(200 * ms)},
+		{"a growth shrinks it", float64(50 * ms), 500 * ms, float64(50 * ms)},
+		{"a change under 5% is noise", float64(102 * ms), time.Second, float64(100 * ms)},
+		{"1e300 is MaxPer: the queue scaled 600-fold", 1e300, 600 * time.Second, float64(MaxPer)},
+		{"NaN is no rate", math.NaN(), time.Second, 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := Record{Lanes: []Lane{lane100()}}
+			r.Lanes[0].Next = epoch.Add(time.Second)
+			res := Apply(&r, epoch, []Op{{Kind: OpRates, Per: tc.per, Rates: "r"}})
+			assert.False(t, res.Stale)
+			assert.Equal(t, epoch.Add(tc.next), r.Lanes[0].Next)
+			assert.Equal(t, tc.scaled, r.Lanes[0].Scaled)
+			assert.Equal(t, uint64(1), r.Lanes[0].Version)
+			assert.True(t, r.Valid(epoch), "the Record stays in range")
+			res = Apply(&r, epoch, []Op{{Kind: OpRates, Per: 1, Rates: "stale"}})
+			assert.True(t, res.Stale, "over an older version")
+			assert.Equal(t, "r", r.Lanes[0].Rates)
+		})
+	}
+}
+
+// TestUs: a float converts to whole µs, saturating at MaxAhead, never
+// wrapping (one send per 292 years once came out as one per 100 µs).
+func TestUs(t *testing.T) {
+	for _, tc := range []struct {
+		in   float64
+		want time.Duration
+	}{
+		{0, 0}, {1400, time.Microsecond}, {1600, 2 * time.Microsecond}, {-1600, -2 * time.Microsecond}, {499, 0},
+		{math.NaN(), 0}, {math.Inf(1), MaxAhead}, {math.Inf(-1), -MaxAhead}, {1e30, MaxAhead}, {-1e30, -MaxAhead},
+	} {
+		assert.Equal(t, tc.want, us(tc.in), "%v", tc.in)
+	}
+}

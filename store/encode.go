@@ -1,0 +1,213 @@
+package store
+
+import (
+	"errors"
+	"math"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// The encoding of a Record, for a Store that keeps it as bytes (a value
+// under a key, a row's column, a blob in a compare-and-swap). It is text,
+// space-separated, and versioned:
+//
+//	r3 Seq N lane×N Failures From Many Last Open Since Probe
+//
+// with each lane
+//
+//	Until Refuse Next Shift Pushed Moved RetryNext Per Burst Scaled Limited Version len:Rates
+//
+// Times are whole microseconds since the Unix epoch (0 is the zero Time),
+// spans whole microseconds, flags 0 or 1, Per, Burst and Scaled decimal
+// floats (any form strconv.ParseFloat reads; Go writes the shortest that
+// reads back exactly), and Rates its length in bytes, a colon and the
+// bytes as they are. retryredis's script reads and writes the same.
+
+// ErrEncoding is what UnmarshalBinary returns for bytes that are not a
+// Record: a Store reads them as the zero Record (junk at a key is
+// overwritten, never a panic: R24).
+var ErrEncoding = errors.New("store: not an encoded Record")
+
+const magic = "r3"
+
+// MarshalBinary returns r's encoding. It never fails.
+func (r Record) MarshalBinary() ([]byte, error) {
+	return r.AppendBinary(make([]byte, 0, 64+96*len(r.Lanes)))
+}
+
+// AppendBinary appends r's encoding to b. It never fails.
+func (r Record) AppendBinary(b []byte) ([]byte, error) {
+	b = append(b, magic...)
+	b = appendUint(b, r.Seq)
+	b = appendInt(b, int64(len(r.Lanes)))
+	for i := range r.Lanes {
+		s := &r.Lanes[i]
+		b = appendTime(b, s.Until)
+		b = appendBool(b, s.Refuse)
+		b = appendTime(b, s.Next)
+		b = appendInt(appendInt(appendInt(b, s.Shift.Microseconds()), s.Pushed.Microseconds()), s.Moved.Microseconds())
+		b = appendTime(b, s.RetryNext)
+		b = appendFloat(appendFloat(appendFloat(b, s.Per), s.Burst), s.Scaled)
+		b = appendTime(b, s.Limited)
+		b = appendUint(b, s.Version)
+		b = append(strconv.AppendInt(append(b, ' '), int64(len(s.Rates)), 10), ':')
+		b = append(b, s.Rates...)
+	}
+	c := &r.Circuit
+	b = appendInt(b, int64(c.Failures))
+	b = appendUint(b, c.From)
+	b = appendBool(b, c.Many)
+	b = appendTime(appendTime(appendTime(appendTime(b, c.Last), c.Open), c.Since), c.Probe)
+	return b, nil
+}
+
+// UnmarshalBinary sets r from its encoding; on bytes that are not one it
+// returns ErrEncoding and leaves r the zero Record. Values it reads are
+// not checked against a clock: Apply reads a Record that is not Valid as
+// the zero Record.
+func (r *Record) UnmarshalBinary(b []byte) error {
+	*r = Record{}
+	d := decoder{s: string(b)}
+	if d.word() != magic {
+		return ErrEncoding
+	}
+	r.Seq = d.uint()
+	n := d.int()
+	if n < 0 || n > MaxLanes {
+		return ErrEncoding
+	}
+	if n > 0 {
+		r.Lanes = make([]Lane, n)
+	}
+	for i := range r.Lanes {
+		s := &r.Lanes[i]
+		s.Until, s.Refuse, s.Next = d.time(), d.bool(), d.time()
+		s.Shift, s.Pushed, s.Moved = d.span(), d.span(), d.span()
+		s.RetryNext, s.Per, s.Burst, s.Scaled = d.time(), d.float(), d.float(), d.float()
+		s.Limited, s.Version, s.Rates = d.time(), d.uint(), d.bytes()
+	}
+	c := &r.Circuit
+	c.Failures, c.From, c.Many = int(d.int()), d.uint(), d.bool()
+	c.Last, c.Open, c.Since, c.Probe = d.time(), d.time(), d.time(), d.time()
+	if d.bad || d.s != "" {
+		*r = Record{}
+		return ErrEncoding
+	}
+	return nil
+}
+
+func appendInt(b []byte, v int64) []byte   { return strconv.AppendInt(append(b, ' '), v, 10) }
+func appendUint(b []byte, v uint64) []byte { return strconv.AppendUint(append(b, ' '), v, 10) }
+
+func appendFloat(b []byte, f float64) []byte {
+	return strconv.AppendFloat(append(b, ' '), f, 'g', -1, 64)
+}
+
+func appendBool(b []byte, v bool) []byte {
+	if v {
+		return append(b, " 1"...)
+	}
+	return append(b, " 0"...)
+}
+
+// appendTime appends t in µs since the Unix epoch; 0 for the zero Time.
+func appendTime(b []byte, t time.Time) []byte {
+	if t.IsZero() {
+		return append(b, " 0"...)
+	}
+	return appendInt(b, t.UnixMicro())
+}
+
+// A decoder reads the words of an encoding; after one that does not
+// parse, bad is set and every read returns zero.
+type decoder struct {
+	s   string
+	bad bool
+}
+
+func (p *decoder) word() string {
+	if p.bad {
+		return ""
+	}
+	w, rest, _ := strings.Cut(p.s, " ")
+	p.s = rest
+	return w
+}
+
+func (p *decoder) int() int64 {
+	v, err := strconv.ParseInt(p.word(), 10, 64)
+	p.bad = p.bad || err != nil
+	return v
+}
+
+func (p *decoder) uint() uint64 {
+	v, err := strconv.ParseUint(p.word(), 10, 64)
+	p.bad = p.bad || err != nil
+	return v
+}
+
+func (p *decoder) float() float64 {
+	f, err := strconv.ParseFloat(p.word(), 64)
+	p.bad = p.bad || err != nil || math.IsNaN(f) || math.IsInf(f, 0)
+	return f
+}
+
+func (p *decoder) bool() bool {
+	switch p.word() {
+	case "0":
+		return false
+	case "1":
+		return true
+	}
+	p.bad = true
+	return false
+}
+
+// time reads µs since the epoch; a value a Duration cannot hold is bad.
+func (p *decoder) time() time.Time {
+	v := p.int()
+	if v == 0 || p.bad {
+		return time.Time{}
+	}
+	if v < -maxMicros || v > maxMicros {
+		p.bad = true
+		return time.Time{}
+	}
+	return time.UnixMicro(v)
+}
+
+func (p *decoder) span() time.Duration {
+	v := p.int()
+	if v < -maxMicros || v > maxMicros {
+		p.bad = true
+		return 0
+	}
+	return time.Duration(v) * time.Microsecond
+}
+
+const maxMicros = math.MaxInt64 / int64(time.Microsecond)
+
+// bytes reads "n:" and n bytes, and the space after them.
+func (p *decoder) bytes() string {
+	if p.bad {
+		return ""
+	}
+	n, rest, ok := strings.Cut(p.s, ":")
+	v, err := strconv.Atoi(n)
+	if !ok || err != nil || v < 0 || v > len(rest) || strings.HasPrefix(n, "+") {
+		p.bad = true
+		return ""
+	}
+	b := rest[:v]
+	rest = rest[v:]
+	switch {
+	case rest == "":
+		p.s = ""
+	case rest[0] == ' ':
+		p.s = rest[1:]
+	default:
+		p.bad = true
+	}
+	return b
+}

@@ -1,0 +1,205 @@
+package storetest
+
+import (
+	"context"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/retryhttp/retryhttp/store"
+)
+
+// clock: Now is the backend's, near this process's; Seq
+// grows with each Apply that has ops, and is at least the clock in µs;
+// a read changes nothing.
+func (k kit) clock(t *testing.T) {
+	s := k.h.Open(t)
+	key := k.key(t, "k")
+	ctx := context.Background()
+	st, err := s.Apply(ctx, key, nil)
+	if err != nil {
+		t.Fatalf("a read: %v", err)
+	}
+	if st.Seq != 0 || len(st.Lanes) != 0 || st.Circuit != (store.Circuit{}) {
+		t.Errorf("a read of a key never applied: want the zero Record, got %+v", st.Record)
+	}
+	var seq uint64
+	for i := range 5 {
+		before := time.Now()
+		st, err = s.Apply(ctx, key, []store.Op{{Kind: store.OpLimited}})
+		after := time.Now()
+		if err != nil {
+			t.Fatalf("Apply %d: %v", i, err)
+		}
+		if st.Now.Before(before.Add(-k.h.Skew)) || st.Now.After(after.Add(k.h.Skew)) {
+			t.Errorf("Now %v is more than %v from this process's clock (%v..%v)", st.Now, k.h.Skew, before, after)
+		}
+		if st.Seq <= seq || st.Seq < uint64(st.Now.UnixMicro()) {
+			t.Errorf("Apply %d: Seq %d after %d, at Now %d µs: want it to grow, and at least the clock", i, st.Seq, seq, st.Now.UnixMicro())
+		}
+		seq = st.Seq
+	}
+	st, _ = s.Apply(ctx, key, nil)
+	if st.Seq != seq {
+		t.Errorf("a read moved Seq from %d to %d", seq, st.Seq)
+	}
+}
+
+// keys: keys of any bytes are kept apart and round-trip.
+func (k kit) keys(t *testing.T) {
+	s := k.h.Open(t)
+	names := []string{"", " ", "a b", "line\r\nbreak", "{tag}", "armed", "key:", "\x00\xff binary", strings.Repeat("k", 300), "ünïcode"}
+	ctx := context.Background()
+	for i, n := range names {
+		if _, err := s.Apply(ctx, k.key(t, n), []store.Op{{Kind: store.OpHold, Lane: store.Requests, For: time.Duration(i+1) * time.Minute}}); err != nil {
+			t.Fatalf("key %q: %v", n, err)
+		}
+	}
+	for i, n := range names {
+		st, err := s.Apply(ctx, k.key(t, n), nil)
+		if err != nil {
+			t.Fatalf("key %q: %v", n, err)
+		}
+		if got, want := st.Lane(store.Requests).Until.Sub(st.Now), time.Duration(i+1)*time.Minute; got > want || got < want-10*time.Second {
+			t.Errorf("key %q: its hold is %v from now, want about %v: keys are not kept apart", n, got, want)
+		}
+	}
+}
+
+// concurrent: Applies of one key from many goroutines are atomic: every
+// take gets a slot of its own, one charge apart.
+func (k kit) concurrent(t *testing.T) {
+	s := k.h.Open(t)
+	key := k.key(t, "k")
+	ctx := context.Background()
+	if _, err := s.Apply(ctx, key, []store.Op{{Kind: store.OpRates, Per: float64(time.Second)}}); err != nil {
+		t.Fatal(err)
+	}
+	const workers, each = 8, 20
+	slots := make(chan time.Time, workers*each)
+	var wg sync.WaitGroup
+	for range workers {
+		wg.Go(func() {
+			for range each {
+				st, err := s.Apply(ctx, key, []store.Op{{Kind: store.OpTake, Costs: []float64{1}, Within: time.Hour}})
+				if err != nil || !st.Took {
+					t.Errorf("a take: %v, took %v", err, st.Took)
+					return
+				}
+				slots <- st.Now.Add(st.Wait).Truncate(time.Second)
+			}
+		})
+	}
+	wg.Wait()
+	close(slots)
+	seen := map[time.Time]bool{}
+	for at := range slots {
+		if seen[at] {
+			t.Errorf("two takes got the slot of %v: Applies of a key are not atomic", at)
+		}
+		seen[at] = true
+	}
+}
+
+// listen: a State another Store published comes to Listen within a
+// second; one not published never does; stop ends it.
+func (k kit) listen(t *testing.T) {
+	a, b := k.h.Open(t), k.h.Open(t)
+	key := k.key(t, "k")
+	heard := make(chan store.State, 64)
+	stop := b.Listen(func(got string, st store.State) {
+		if got == key {
+			heard <- st
+		}
+	})
+	ctx := context.Background()
+	quiet, err := a.Apply(ctx, key, []store.Op{{Kind: store.OpTake, Costs: []float64{1}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	loud, err := a.Apply(ctx, key, []store.Op{{Kind: store.OpHold, Lane: store.Tokens, For: time.Minute}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !loud.Publish || quiet.Publish {
+		t.Fatalf("Publish: a take %v, a hold %v: want false, true", quiet.Publish, loud.Publish)
+	}
+	select {
+	case st := <-heard:
+		if st.Seq == quiet.Seq {
+			t.Errorf("Listen heard a State that was not published (Seq %d)", st.Seq)
+		}
+		if st.Seq != loud.Seq || !st.Lane(store.Tokens).Until.Equal(loud.Lane(store.Tokens).Until) {
+			t.Errorf("Listen heard %+v, want the held State (Seq %d)", st.Record, loud.Seq)
+		}
+	case <-time.After(time.Second):
+		t.Fatal("a published State did not come to Listen within a second")
+	}
+	stop()
+	if _, err := a.Apply(ctx, key, []store.Op{{Kind: store.OpLimited}}); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(50 * time.Millisecond)
+	for len(heard) > 0 {
+		if st := <-heard; st.Seq > loud.Seq {
+			t.Errorf("Listen heard Seq %d after stop", st.Seq)
+		}
+	}
+}
+
+// junk: bytes that are not a Record, and a Record out of range, are read
+// as the zero Record and overwritten.
+func (k kit) junk(t *testing.T) {
+	if k.h.Plant == nil {
+		t.Skip("Harness.Plant is nil")
+	}
+	s := k.h.Open(t)
+	far := time.Now().Add(200 * 365 * 24 * time.Hour)
+	junk := map[string][]byte{
+		"empty":       {},
+		"text":        []byte("hello"),
+		"cut":         []byte("r3 12 1 0 0"),
+		"old":         []byte("r2 12 0 0 0 0 0 0 0 0 0 0 0 0 0:"),
+		"binary":      {0, 1, 2, 0xff, ' ', ':'},
+		"huge per":    mustEncode(store.Record{Seq: 1, Lanes: []store.Lane{{Per: 1e300}}}),
+		"year 2226":   mustEncode(store.Record{Seq: 1, Lanes: []store.Lane{{Until: far, Refuse: true}}}),
+		"long rates":  mustEncode(store.Record{Seq: 1, Lanes: []store.Lane{{Rates: strings.Repeat("r", 8<<20)}}}),
+		"open 10h":    mustEncode(store.Record{Seq: 1, Circuit: store.Circuit{Failures: 9, Open: time.Now().Add(10 * time.Hour)}}),
+		"many lanes":  mustEncode(store.Record{Seq: 1, Lanes: make([]store.Lane, store.MaxLanes+1)}),
+		"huge seq":    mustEncode(store.Record{Seq: 1 << 63}),
+		"nan":         []byte("r3 1 1 0 0 0 0 0 0 0 NaN 0 0 0 0 0: 0 0 0 0 0 0 0"),
+		"trailing":    append(mustEncode(store.Record{Seq: 1}), " x"...),
+		"minus times": []byte("r3 1 1 -5 0 0 0 0 0 0 0 0 0 0 0 0: 0 0 0 0 0 0 0"),
+	}
+	ctx := context.Background()
+	for name, b := range junk {
+		t.Run(name, func(t *testing.T) {
+			key := k.key(t, "k")
+			k.h.Plant(t, key, b)
+			ops := []store.Op{{Kind: store.OpTake, Costs: []float64{1, 1}, Within: time.Second}}
+			st, err := s.Apply(ctx, key, ops)
+			if err != nil {
+				t.Fatalf("Apply over junk: %v", err)
+			}
+			var ref store.Record
+			want := store.Apply(&ref, st.Now, ops)
+			if diff := compare(ref, st.Record, want, st.Result); diff != "" && st.Seq == ref.Seq {
+				t.Errorf("junk is not read as the zero Record:\n%s", diff)
+			}
+			if !st.Took || st.Wait != 0 || len(st.Lanes) != 0 || st.Circuit.IsOpen() {
+				t.Errorf("over junk, a take: took %v, wait %v, %d lanes, circuit %+v: want a take at once from nothing",
+					st.Took, st.Wait, len(st.Lanes), st.Circuit)
+			}
+			again, err := s.Apply(ctx, key, nil)
+			if err != nil || again.Seq != st.Seq {
+				t.Errorf("the junk was not overwritten: a read gives Seq %d (%v), want %d", again.Seq, err, st.Seq)
+			}
+		})
+	}
+}
+
+func mustEncode(r store.Record) []byte {
+	b, _ := r.MarshalBinary()
+	return b
+}

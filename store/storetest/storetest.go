@@ -1,0 +1,164 @@
+// Package storetest checks a store.Store against the rules of package
+// store, as testing/fstest.TestFS checks an fs.FS: run it in the Store's
+// own tests.
+//
+//	func TestStore(t *testing.T) {
+//		storetest.Run(t, storetest.Harness{
+//			Open: func(t *testing.T) store.Store { return mystore.New(db) },
+//		})
+//	}
+//
+// It checks every op's effect against store.Apply, the reference, to the
+// bit (each step's ops applied to a copy of the key's Record at the
+// State's Now must give the State's Record and Result), on scenarios of
+// each op and on seeded random sequences with values out of range (NaN,
+// huge and negative numbers, lanes past MaxLanes, Rates too long); the
+// clock and Seq rules; Listen (what is published, and only that, within a
+// second); concurrent Applies of one key (run it under -race); keys of any
+// bytes; and junk in the backend (Harness.Plant).
+package storetest
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/retryhttp/retryhttp/store"
+)
+
+// A Harness says how to reach the Store under test.
+type Harness struct {
+	// Open returns a Store on the backend under test. Every Store that
+	// Open returns in one Run shares the backend, as the processes of a
+	// fleet do; Open may return the same Store each time (a Store that
+	// is one process's). Required. Close what it opens with t.Cleanup.
+	Open func(t *testing.T) store.Store
+	// Plant writes b as the bytes the backend keeps for key, as junk or
+	// an old writer would, so that Run checks they are read as nothing
+	// and overwritten. nil: the junk checks are skipped.
+	Plant func(t *testing.T, key string, b []byte)
+	// Sequences is how many random sequences of ops Run applies (each of
+	// up to 12 Applies), from Seed. 0: 300.
+	Sequences int
+	Seed      uint64
+	// Parallel is how many sequences are applied at once (each to a key of
+	// its own). 0: 1.
+	Parallel int
+	// Skew bounds how far the backend's clock may be from this process's
+	// (time.Now). 0: 2 s.
+	Skew time.Duration
+}
+
+var runs atomic.Uint64
+
+// Run checks the Store that h opens. Each check uses keys of its own,
+// unique to the Run, so a backend shared with other tests is fine.
+func Run(t *testing.T, h Harness) {
+	t.Helper()
+	if h.Open == nil {
+		t.Fatal("storetest: Harness.Open is nil")
+	}
+	if h.Sequences <= 0 {
+		h.Sequences = 300
+	}
+	h.Parallel = max(h.Parallel, 1)
+	if h.Skew <= 0 {
+		h.Skew = 2 * time.Second
+	}
+	prefix := fmt.Sprintf("storetest:%d:%d:", time.Now().UnixNano(), runs.Add(1))
+	k := kit{h: h, prefix: prefix}
+	t.Run("Scenarios", k.scenarios)
+	t.Run("Random", k.random)
+	t.Run("Clock", k.clock)
+	t.Run("Keys", k.keys)
+	t.Run("Listen", k.listen)
+	t.Run("Concurrent", k.concurrent)
+	t.Run("Junk", k.junk)
+}
+
+type kit struct {
+	h      Harness
+	prefix string
+}
+
+func (k kit) key(t *testing.T, name string) string {
+	return k.prefix + strings.ReplaceAll(t.Name(), "/", ".") + ":" + name
+}
+
+// A step makes the ops of one Apply from the States before it.
+type step func(h []store.State) []store.Op
+
+// check applies steps to key on s one by one, and each to the reference at
+// the State's Now: the two must agree exactly.
+func check(t *testing.T, s store.Store, key string, steps []step) {
+	t.Helper()
+	if err := agree(s, key, steps); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// agree is check's work, safe on any goroutine: it says where the Store and
+// the reference first disagree; nil when they never do.
+func agree(s store.Store, key string, steps []step) error {
+	var ref store.Record
+	var h []store.State
+	for i, mk := range steps {
+		ops := mk(h)
+		st, err := s.Apply(context.Background(), key, ops)
+		if err != nil {
+			return fmt.Errorf("step %d: Apply(%v): %w", i, describe(ops), err)
+		}
+		want := store.Apply(&ref, st.Now, ops)
+		if diff := compare(ref, st.Record, want, st.Result); diff != "" {
+			return fmt.Errorf("step %d: Apply(%v) at %s: the Store and store.Apply disagree:\n%s",
+				i, describe(ops), st.Now.Format(time.RFC3339Nano), diff)
+		}
+		ref = st.Clone() // what the Store keeps: the next step starts from it
+		h = append(h, st)
+	}
+	return nil
+}
+
+// compare says how the Store's Record and Result differ from the
+// reference's; "" when they do not.
+func compare(want, got store.Record, wantRes, gotRes store.Result) string {
+	var b strings.Builder
+	if wantRes != gotRes {
+		fmt.Fprintf(&b, "Result: want %+v\n         got %+v\n", wantRes, gotRes)
+	}
+	if want.Seq != got.Seq {
+		fmt.Fprintf(&b, "Seq: want %d, got %d\n", want.Seq, got.Seq)
+	}
+	if want.Circuit != got.Circuit {
+		fmt.Fprintf(&b, "Circuit: want %+v\n          got %+v\n", want.Circuit, got.Circuit)
+	}
+	n := max(len(want.Lanes), len(got.Lanes))
+	for l := range n {
+		w, g := want.Lane(store.LaneID(l)), got.Lane(store.LaneID(l))
+		if !sameLane(w, g) {
+			fmt.Fprintf(&b, "lane %d: want %+v\n        got %+v\n", l, w, g)
+		}
+	}
+	if len(want.Lanes) != len(got.Lanes) && b.Len() == 0 {
+		fmt.Fprintf(&b, "lanes: want %d, got %d\n", len(want.Lanes), len(got.Lanes))
+	}
+	return b.String()
+}
+
+func sameLane(a, b store.Lane) bool {
+	return a.Until.Equal(b.Until) && a.Refuse == b.Refuse && a.Next.Equal(b.Next) && a.Shift == b.Shift &&
+		a.Pushed == b.Pushed && a.Moved == b.Moved && a.RetryNext.Equal(b.RetryNext) && a.Per == b.Per &&
+		a.Burst == b.Burst && a.Scaled == b.Scaled && a.Limited.Equal(b.Limited) && a.Version == b.Version &&
+		a.Rates == b.Rates
+}
+
+func describe(ops []store.Op) string {
+	parts := make([]string, len(ops))
+	for i, op := range ops {
+		parts[i] = fmt.Sprintf("%s%+v", op.Kind, op)
+	}
+	return "[" + strings.Join(parts, ", ") + "]"
+}
