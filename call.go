@@ -2,6 +2,7 @@ package retryhttp
 
 import (
 	"context"
+	"errors"
 	"io"
 	"math"
 	"math/rand/v2"
@@ -35,27 +36,29 @@ type call struct {
 // provider said about it, and what was decided. run starts each try with a
 // fresh one, so nothing of a try leaks into the next.
 type round struct {
-	try     int           // 1 for the first try
-	entry   *cooling      // the Cooldown's entry of req's key; nil when it is not watched (R17)
-	held    time.Duration // waited for the Cooldown just before this try
-	slotted time.Time     // when the Cooldown gave this try its slot; zero when it gave none
-	sent    time.Time     // when the Cooldown let this try go; zero when it did not pace it
-	tk      ticket        // its slot, when paced
-	paced   bool
-	limits  laneMask // the limit a 429's error body names (R23)
-	resp    *http.Response
-	err     error
-	class   Class
-	elapsed time.Duration // until headers or error, for the Observer
-	status  int           // of resp; 0 without one
-	now     time.Time     // when resp was heard; zero when nothing needed it
-	ask     time.Duration // the server's: Retry-After, retry-after-ms or a body's retryDelay
-	hasAsk  bool
-	inBody  bool          // the ask came from the body (R19)
-	quotaOK bool          // the Quota allows a retry (R12)
-	d       decision      // what the transport does next
-	body    io.ReadCloser // the next try's body (R10)
-	safeErr error         // err with no secret of req in its text (R14)
+	try      int      // 1 for the first try
+	entry    *cooling // the Cooldown's entry of req's key; nil when it is not watched (R17)
+	probe    bool     // the try is the key's circuit's probe (R25): the fleet's, or the process's own row's
+	ownProbe bool
+	held     time.Duration // waited for the Cooldown just before this try
+	slotted  time.Time     // when the Cooldown gave this try its slot; zero when it gave none
+	sent     time.Time     // when the Cooldown let this try go; zero when it did not pace it
+	tk       ticket        // its slot, when paced
+	paced    bool
+	limits   laneMask // the limit a 429's error body names (R23)
+	resp     *http.Response
+	err      error
+	class    Class
+	elapsed  time.Duration // until headers or error, for the Observer
+	status   int           // of resp; 0 without one
+	now      time.Time     // when resp was heard; zero when nothing needed it
+	ask      time.Duration // the server's: Retry-After, retry-after-ms or a body's retryDelay
+	hasAsk   bool
+	inBody   bool          // the ask came from the body (R19)
+	quotaOK  bool          // the Quota allows a retry (R12)
+	d        decision      // what the transport does next
+	body     io.ReadCloser // the next try's body (R10)
+	safeErr  error         // err with no secret of req in its text (R14)
 }
 
 // run is the retry loop. It reads as the rules do: hold, try, hear, decide,
@@ -170,6 +173,7 @@ func (c *call) decide() {
 	if r.class != Permanent && r.try <= c.cfg.maxRetries && c.replayable && r.quotaOK {
 		s.backoff = c.cfg.backoff.Delay(r.try, rand.Float64())
 		s.cooldown = c.cooldownLeft()
+		s.down = c.down()
 		s.left, untilDeadline = c.left()
 	}
 	d := decide(s)
@@ -197,6 +201,7 @@ func (c *call) report() {
 	if r.err != nil {
 		r.safeErr = scrub(r.err, c.req)
 	}
+	c.p.lastErr = r.safeErr
 	if c.cfg.observe == nil {
 		return
 	}
@@ -254,10 +259,10 @@ func (c *call) stop() (*http.Response, error) {
 		if r.resp != nil {
 			discard(c.ctx, r.resp, bodyTimeout, c.sentTry()) // no wait follows (R10)
 		}
-		return nil, c.rateLimited(c.p.fail(r.d.outcome, ErrRateLimited))
+		return nil, c.noted(c.p.fail(r.d.outcome, ErrRateLimited))
 	}
 	if r.err != nil {
-		return nil, c.p.fail(r.d.outcome, r.safeErr)
+		return nil, c.noted(c.p.fail(r.d.outcome, r.safeErr))
 	}
 	return r.resp, nil
 }
@@ -315,10 +320,10 @@ func (c *call) rewind() {
 // to: a first try's body is ended through them when it is abandoned (R10).
 func (c *call) sentTry() sentTry { return sentTry{req: c.send, base: c.t.base} }
 
-// rateLimited ends a call that carries a Budget with ErrRateLimited (R8),
-// and lets the Budget remember it (R20).
-func (c *call) rateLimited(e *Error) *Error {
-	if c.budget != nil {
+// noted lets the call's Budget remember e when it says "busy" or "down"
+// (R20): its cause is ErrRateLimited (R8), or its Reason Unavailable (R25).
+func (c *call) noted(e *Error) *Error {
+	if c.budget != nil && (e.Reason == Unavailable || errors.Is(e.Err, ErrRateLimited)) {
 		c.budget.noteErr(e)
 	}
 	return e
@@ -326,6 +331,7 @@ func (c *call) rateLimited(e *Error) *Error {
 
 // progress is what a call has come to so far, for the *Error that ends it (R9).
 type progress struct {
+	lastErr    error         // the last try's, as written (R14); nil after a response
 	tries      int           // sent
 	waited     time.Duration // charged, less what was given back
 	status     int           // of the last response received

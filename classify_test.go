@@ -147,7 +147,7 @@ func TestStrings(t *testing.T) {
 	tests := []struct{ got, want string }{
 		{Done.String(), "done"}, {Retrying.String(), "retrying"}, {Exhausted.String(), "exhausted"},
 		{OutOfTime.String(), "out_of_time"}, {NotReplayable.String(), "not_replayable"},
-		{NoQuota.String(), "no_quota"}, {Canceled.String(), "canceled"}, {(Canceled + 1).String(), "outcome(7)"}, {Outcome(42).String(), "outcome(42)"},
+		{NoQuota.String(), "no_quota"}, {Canceled.String(), "canceled"}, {Unavailable.String(), "unavailable"}, {(Unavailable + 1).String(), "outcome(8)"}, {Outcome(42).String(), "outcome(42)"},
 		{FromBackoff.String(), "backoff"}, {FromRetryAfter.String(), "retry-after"}, {WaitSource(7).String(), "wait_source(7)"},
 		{Permanent.String(), "permanent"}, {Transient.String(), "transient"}, {Throttled.String(), "throttled"}, {Class(9).String(), "class(9)"},
 	}

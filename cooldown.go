@@ -4,6 +4,7 @@ import (
 	"crypto/sha256"
 	"io"
 	"maps"
+	"math/rand/v2"
 	"net/http"
 	"runtime"
 	"sync"
@@ -13,6 +14,7 @@ import (
 
 	"github.com/benbjohnson/clock"
 	"github.com/retryhttp/retryhttp/store"
+	"go.uber.org/zap"
 )
 
 // A Cooldown shares what a provider says about the client across every call
@@ -79,6 +81,11 @@ type Cooldown struct {
 	// every key's state in its entry, in the process. stop ends its Listen.
 	store store.Store
 	stop  func()
+	// circuit is WithCircuit's (R25); nil is none. id names
+	// this process's failures in a shared Store's rows (store.Op.From).
+	circuit *Circuit
+	id      uint64
+	log     atomic.Pointer[zap.Logger] // the first Transport's, bound with the clock
 
 	// watched is the set of keys, copied on write: a call reads it with one
 	// atomic load and no lock (R16), and it changes only when a key is
@@ -95,7 +102,8 @@ type Cooldown struct {
 type CooldownOption func(*cooldownConfig)
 
 type cooldownConfig struct {
-	store store.Store
+	store   store.Store
+	circuit *Circuit
 }
 
 // WithStore makes the Cooldown keep its state in s, shared with every
@@ -142,6 +150,13 @@ type cooling struct {
 	wake    chan struct{}     // closed when the sends waiting may go sooner (woken)
 	pending []pendingOp       // sent with the next take (R24: a paced send costs one round trip)
 	own     [numLanes]ownHold // the holds this process armed on its own answers (restore)
+	// row is the circuit of this process's own tries, with a shared Store
+	// (R25: it refuses this process's calls when its own network fails,
+	// and goes on when the Store fails); logged: the key's circuit is down
+	// as last logged, since when.
+	row    store.Record
+	logged bool
+	since  time.Time
 }
 
 // ownHold is a hold a process armed on an answer it got itself.
@@ -178,7 +193,7 @@ func NewCooldown(key func(*http.Request) string, opts ...CooldownOption) *Cooldo
 			opt(&cfg)
 		}
 	}
-	c := &Cooldown{key: key, store: cfg.store}
+	c := &Cooldown{key: key, store: cfg.store, circuit: cfg.circuit, id: rand.Uint64()}
 	if c.store == nil {
 		return c
 	}
@@ -257,9 +272,21 @@ func (c *Cooldown) Reset() {
 	c.watched.Store(nil)
 }
 
-// bind gives c the clock of the first Transport made with it.
-func (c *Cooldown) bind(clk clock.Clock) {
-	c.clock.CompareAndSwap(nil, &clk)
+// bind gives c the clock and the logger of the first Transport made with
+// it: a circuit's openings and closings, and a Store failing, are written
+// to that logger (R25).
+func (c *Cooldown) bind(clk clock.Clock, log *zap.Logger) {
+	if c.clock.CompareAndSwap(nil, &clk) {
+		c.log.Store(log)
+	}
+}
+
+// logger is the logger bound to c.
+func (c *Cooldown) logger() *zap.Logger {
+	if l := c.log.Load(); l != nil {
+		return l
+	}
+	return zap.NewNop()
 }
 
 func (c *Cooldown) now() time.Time {
@@ -345,7 +372,7 @@ func (c *Cooldown) live(m map[string]*cooling, now time.Time) map[string]*coolin
 	out := make(map[string]*cooling, len(m))
 	for k, e := range m {
 		e.mu.Lock()
-		idle := len(e.pending) == 0 && isIdle(&e.st.Record, now) && now.Sub(e.armedAt) >= quietAfter
+		idle := len(e.pending) == 0 && isIdle(&e.st.Record, now) && isIdle(&e.row, now) && now.Sub(e.armedAt) >= quietAfter
 		e.gone = idle
 		e.mu.Unlock()
 		if !idle {

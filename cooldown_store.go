@@ -31,6 +31,7 @@ func (c *Cooldown) apply(ctx context.Context, e *cooling, ops []store.Op, reply 
 		e.mu.Lock()
 		defer e.mu.Unlock()
 		e.applyLocal(now, ops)
+		c.noteCircuit(e, now)
 		if reply != nil {
 			reply(&e.st, true)
 		}
@@ -48,6 +49,7 @@ func (c *Cooldown) apply(ctx context.Context, e *cooling, ops []store.Op, reply 
 		seq := e.st.Seq // the Store's, not ours: its next reply is newer
 		e.applyLocal(now, ops)
 		e.st.Seq = seq
+		c.noteCircuit(e, now)
 		if reply != nil {
 			reply(&e.st, true)
 		}
@@ -59,6 +61,7 @@ func (c *Cooldown) apply(ctx context.Context, e *cooling, ops []store.Op, reply 
 	local := onClock(st, now)
 	e.restore(&local, now)
 	e.adopt(local)
+	c.noteCircuit(e, now)
 }
 
 // applyLocal applies ops to e's state at now, on the Cooldown's clock,
@@ -122,6 +125,7 @@ func (c *Cooldown) heardElsewhere(key string, st store.State) {
 	local := onClock(st, now)
 	e.mu.Lock()
 	e.adopt(local)
+	c.noteCircuit(e, now)
 	e.mu.Unlock()
 }
 

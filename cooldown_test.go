@@ -166,7 +166,7 @@ func TestCooldownArming(t *testing.T) {
 
 	t.Run("forward only", func(t *testing.T) {
 		cd := NewCooldown(nil)
-		cd.bind(mockAt(epoch))
+		cd.bind(mockAt(epoch), nil)
 		holdFor(cd, origin, epoch, 20*time.Second)
 		holdFor(cd, origin, epoch, 5*time.Second)
 		assert.Equal(t, epoch.Add(20*time.Second), cd.Until(origin), "a shorter signal never shortens it")

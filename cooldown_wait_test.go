@@ -283,7 +283,7 @@ func TestCooldownQuietKeysGo(t *testing.T) {
 func TestCooldownMemoryBounded(t *testing.T) {
 	clk := retryhttptest.NewClock()
 	cd := NewCooldown(nil)
-	cd.bind(clk)
+	cd.bind(clk, nil)
 	for i := range 3 * maxCoolingKeys {
 		holdFor(cd, fmt.Sprintf("https://h%d.example.com", i), clk.Now(), time.Hour)
 	}

@@ -17,6 +17,7 @@ type situation struct {
 	left       time.Duration // what the deadline and the Budget leave (R7); maxDuration when neither
 	budget     bool          // the request carries a Budget (R8)
 	maxWait    time.Duration // no single wait this long or longer (WithMaxWait); 0 means DefaultMaxWait
+	down       bool          // the key's circuit refuses a retry now (R25)
 }
 
 // decision is what the transport does after a try.
@@ -31,8 +32,8 @@ type decision struct {
 	rateLimited bool
 }
 
-// decide applies rules R3, R4, R7, R8, R9, R10, R12 and R17 to one try. The
-// first reason to stop wins, in the order of R9.
+// decide applies rules R3, R4, R7, R8, R9, R10, R12, R17 and R25 to one
+// try. The first reason to stop wins, in the order of R9, then the circuit.
 func decide(s situation) decision {
 	var d decision
 	switch {
@@ -44,6 +45,8 @@ func decide(s situation) decision {
 		d.outcome = NotReplayable
 	case !s.quotaOK:
 		d.outcome = NoQuota
+	case s.down:
+		return decision{outcome: Unavailable} // as when the retries run out (R25): handed back, never "busy"
 	default:
 		// R4, R17: the largest of the transport's backoff, the server's ask
 		// and the rest of the cooldown; the server's side is never

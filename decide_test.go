@@ -49,6 +49,9 @@ func TestDecideRows(t *testing.T) {
 			x.left, x.budget, x.ask, x.hasAsk, x.backoff = 3*s, true, 2*s, true, 5*s
 		}), decision{outcome: OutOfTime, from: FromBackoff}},
 		{"nothing left", with(func(x *situation) { x.left = 0; x.backoff = 0 }), decision{outcome: OutOfTime, from: FromBackoff}},
+		{"the circuit is open: as when the retries run out", with(func(x *situation) { x.down = true }), decision{outcome: Unavailable}},
+		{"the circuit is open, a 429, a Budget: down, not busy", with(func(x *situation) { x.down, x.class, x.budget = true, Throttled, true }), decision{outcome: Unavailable}},
+		{"the circuit is open, the last try: exhausted", with(func(x *situation) { x.down, x.try = true, 3 }), decision{outcome: Exhausted}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			assert.Equal(t, tc.want, decide(tc.in))
@@ -83,13 +86,15 @@ func TestDecideExhaustive(t *testing.T) {
 											budget  bool
 											maxWait time.Duration // 0: DefaultMaxWait
 										}{{false, 0}, {true, 0}, {false, 15 * s}, {true, 10 * s}} {
-											budget, maxWait := bm.budget, bm.maxWait
-											in := situation{class, try, maxRetries, replayable, quotaOK, backoff, a.d, a.has, cooldown, left, budget, maxWait}
-											got := decide(in)
-											if want := rules(in); got != want {
-												t.Fatalf("decide(%+v)\n = %+v\nwant %+v", in, got, want)
+											for _, down := range []bool{false, true} {
+												budget, maxWait := bm.budget, bm.maxWait
+												in := situation{class, try, maxRetries, replayable, quotaOK, backoff, a.d, a.has, cooldown, left, budget, maxWait, down}
+												got := decide(in)
+												if want := rules(in); got != want {
+													t.Fatalf("decide(%+v)\n = %+v\nwant %+v", in, got, want)
+												}
+												n++
 											}
-											n++
 										}
 									}
 								}
@@ -119,6 +124,8 @@ func rules(in situation) decision {
 		out.outcome = NotReplayable
 	case !in.quotaOK: // R12
 		out.outcome = NoQuota
+	case in.down: // R25: the circuit refuses the retry; the call ends as when its retries run out
+		return decision{outcome: Unavailable}
 	default:
 		// R4, R17: the largest; the server's ask wins only when larger than
 		// the backoff, the cooldown only when larger than both.

@@ -14,6 +14,13 @@ import (
 // says how long the server asked them to wait.
 var ErrRateLimited = errors.New("retryhttp: rate limited")
 
+// ErrUnavailable is the cause (Error.Err), or matches it with errors.Is,
+// when a Cooldown's circuit (WithCircuit) refuses a call because its key's
+// provider is down (R25): the call sent nothing, or stopped before a retry.
+// Fall back to another model or provider at once: the circuit lets one
+// probe through after its Open time, and the calls after a sign of life.
+var ErrUnavailable = errors.New("retryhttp: provider unavailable")
+
 // Error is returned when the transport gives up without a response to hand
 // back: the last try failed with a transport error, the caller's context
 // ended during a wait, or a Budget-carrying request was rate limited. It
@@ -62,6 +69,13 @@ func (e *Error) Error() string {
 
 // Unwrap returns the cause.
 func (e *Error) Unwrap() error { return e.Err }
+
+// Is reports whether target is ErrUnavailable and e's Reason is
+// Unavailable: a call the circuit stopped after a try keeps that try's
+// error as its cause, and still tells "down" (R25).
+func (e *Error) Is(target error) bool {
+	return target == ErrUnavailable && e.Reason == Unavailable
+}
 
 // Timeout reports whether the cause is a timeout: a net.Error whose Timeout
 // is true (a dial or ResponseHeaderTimeout), a try that ran out of

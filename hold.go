@@ -63,6 +63,10 @@ func (c *call) hold() error {
 	err := c.holdSlot()
 	if err != nil {
 		closeBody(c.send.Body) // R1: the caller's body, or a retry's fresh one, is closed unsent
+		if r.probe || r.ownProbe {
+			cd.heardCircuit(c.ctx, r.entry, c.cfg.clock.Now(), false, false, r.probe, r.ownProbe) // sent nothing: the next try probes
+			r.probe, r.ownProbe = false, false
+		}
 	}
 	return err
 }
@@ -70,9 +74,22 @@ func (c *call) hold() error {
 func (c *call) holdSlot() error {
 	r, cd := &c.r, c.cfg.cooldown
 	r.slotted = c.cfg.clock.Now()
+	if cd.circuit != nil {
+		r.entry.mu.Lock()
+		refuse, own := r.entry.admit(r.slotted, cd.store != nil)
+		r.entry.mu.Unlock()
+		if refuse {
+			return c.unavailable()
+		}
+		r.ownProbe = own
+	}
 	left, untilDeadline := c.left()
-	w, tk, ok := cd.take(c.ctx, r.entry, r.slotted, c.costs(r.entry), min(left, c.cfg.maxWait), r.try > 1)
-	if !ok {
+	w, tk, res := cd.take(c.ctx, r.entry, r.slotted, c.costs(r.entry), min(left, c.cfg.maxWait, store.MaxAhead), r.try > 1)
+	r.probe = res.Probe
+	if !res.Took {
+		if res.Unavailable {
+			return c.unavailable()
+		}
 		return c.holdTooLong(w)
 	}
 	if w > 0 && c.budget != nil && !c.budget.reserve(w, untilDeadline) {
@@ -112,12 +129,24 @@ func (c *call) costs(e *cooling) [numLanes]float64 {
 	return c.cost
 }
 
+// unavailable ends a call the circuit refuses (R25): sending nothing,
+// sleeping nothing, charged nothing, and logging nothing (a refused call is
+// not worth a line; the circuit's opening was one). A retry refused keeps
+// the last try's error as its cause.
+func (c *call) unavailable() error {
+	cause := error(ErrUnavailable)
+	if c.r.try > 1 && c.p.lastErr != nil {
+		cause = c.p.lastErr
+	}
+	return c.noted(c.p.fail(Unavailable, cause))
+}
+
 // holdTooLong ends a call whose hold does not fit: the provider asked for
 // more than the call can give, and nothing is sent (R17).
 func (c *call) holdTooLong(w time.Duration) error {
 	c.p.retryAfter = w
 	logGiveUp(c.cfg.logger, c.req, OutOfTime, c.p.tries, c.p.waited, c.p.status, ErrRateLimited)
-	return c.rateLimited(c.p.fail(OutOfTime, ErrRateLimited))
+	return c.noted(c.p.fail(OutOfTime, ErrRateLimited))
 }
 
 // holdFor sleeps a wait of w already fitted and charged, and logs it when
@@ -151,14 +180,14 @@ func (c *call) holdFor(w time.Duration, fromHold bool) error {
 // an Observer).
 func (c *call) settle() {
 	cd := c.cfg.cooldown
-	r := &c.r
-	if cd == nil || r.resp == nil || r.entry == nil && r.class == Permanent && r.status < 400 {
+	if cd == nil {
 		return
 	}
-	h := heardOf(r.resp, r.class, r.ask, r.hasAsk, r.inBody, r.now)
-	h.body, h.sent = r.limits, r.sent
-	if r.paced {
-		h.tk = &r.tk
+	r := &c.r
+	circuit := cd.circuit != nil && (r.probe || r.ownProbe || r.class == Transient || r.entry != nil && r.resp != nil)
+	pacing := r.resp != nil && (r.entry != nil || r.class != Permanent || r.status >= 400)
+	if !circuit && !pacing {
+		return // a success of a key nobody watches: not read (R16)
 	}
 	defer func() {
 		if v := recover(); v != nil {
@@ -166,10 +195,63 @@ func (c *call) settle() {
 			panic(v)
 		}
 	}()
+	if circuit {
+		c.settleCircuit()
+	}
+	if !pacing {
+		return
+	}
+	h := heardOf(r.resp, r.class, r.ask, r.hasAsk, r.inBody, r.now)
+	h.body, h.sent = r.limits, r.sent
+	if r.paced {
+		h.tk = &r.tk
+	}
 	cd.hear(c.ctx, c.req, r.entry, r.now, h, func() [numLanes]float64 { return c.costs(nil) }, nil)
 	if r.entry == nil {
 		r.entry = cd.find(c.req, nil) // this answer may have armed the key
 	}
+}
+
+// settleCircuit tells the key's circuit what the try said (R25): a failure
+// (a try the Classifier calls Transient), a sign of life (any other
+// answer), or nothing (the caller's own cancel; for a probe, its end with
+// no answer). A failure arms a key nobody watched.
+func (c *call) settleCircuit() {
+	r, cd := &c.r, c.cfg.cooldown
+	news := c.ctx.Err() == nil
+	fail := news && r.class == Transient
+	alive := news && r.resp != nil && r.class != Transient
+	if !fail && !alive && !r.probe && !r.ownProbe {
+		return
+	}
+	now := c.cfg.clock.Now()
+	if r.entry == nil {
+		if !fail {
+			return
+		}
+		key := cd.keyOf(c.req, nil)
+		if key == "" {
+			return
+		}
+		if r.entry = cd.arm(key, now); r.entry == nil {
+			return // bounded memory: this key goes without a circuit
+		}
+	}
+	cd.heardCircuit(c.ctx, r.entry, now, fail, alive, r.probe, r.ownProbe)
+	r.probe, r.ownProbe = false, false
+}
+
+// down reports whether the call's key is down, as far as the process knows
+// at now (R25): a retry would be refused, so the call ends before it.
+func (c *call) down() bool {
+	cd, e := c.cfg.cooldown, c.r.entry
+	if cd == nil || cd.circuit == nil || e == nil {
+		return false
+	}
+	now := c.cfg.clock.Now()
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.refuses(now)
 }
 
 // cooldownLeft is what remains of the hold of the key's lanes the call
@@ -194,21 +276,22 @@ func (c *call) cooldownLeft() time.Duration {
 }
 
 // take gives a send of e's key its slot at now (OpTake), with the news
-// kept for the next take, if the wait for it is shorter than within. ok
-// false takes nothing: the wait does not fit, or a refusing hold is in the
-// way (w is then what is left of it).
-func (c *Cooldown) take(ctx context.Context, e *cooling, now time.Time, costs [numLanes]float64, within time.Duration, retry bool) (w time.Duration, tk ticket, ok bool) {
+// kept for the next take, if the wait for it is shorter than within. A
+// Result that has not Took took nothing: the wait does not fit, a refusing
+// hold is in the way (w is then what is left of it), or the key's circuit
+// refuses it (Unavailable). Probe: the send is the circuit's probe.
+func (c *Cooldown) take(ctx context.Context, e *cooling, now time.Time, costs [numLanes]float64, within time.Duration, retry bool) (w time.Duration, tk ticket, res store.Result) {
 	// now is the Cooldown's clock at the take: a slot's due time is on it.
 	e.mu.Lock()
-	ops := append(e.takePending(now), store.Op{Kind: store.OpTake, Costs: costs[:], Within: within, Retry: retry})
+	ops := append(e.takePending(now), store.Op{Kind: store.OpTake, Costs: costs[:], Within: within, Retry: retry, Circuit: c.circuit != nil})
 	e.mu.Unlock()
 	c.apply(ctx, e, ops, func(st *store.State, local bool) {
-		w, ok = st.Wait, st.Took
-		if ok {
+		res = st.Result
+		if res.Took {
 			tk = ticketOf(st, now, costs, retry, local)
 		}
 	})
-	return w, tk, ok
+	return res.Wait, tk, res
 }
 
 // ticketOf is the ticket of a send slotted at now (on the Cooldown's

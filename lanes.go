@@ -33,8 +33,12 @@ func laneOf(r *store.Record, l laneID) *store.Lane {
 
 // isIdle reports whether the state of a key has nothing left to say at now:
 // on every lane no hold, its bucket full (nobody waiting for a slot), and
-// no limit for quietAfter.
+// no limit for quietAfter; its circuit closed, and no failure in its row
+// for quietAfter.
 func isIdle(r *store.Record, now time.Time) bool {
+	if c := &r.Circuit; c.IsOpen() || c.Failures > 0 && now.Sub(c.Last) < quietAfter {
+		return false
+	}
 	for l := range r.Lanes {
 		s := &r.Lanes[l]
 		if now.Before(s.Until) || now.Before(s.Next) || now.Sub(s.Limited) < quietAfter {

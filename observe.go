@@ -24,12 +24,13 @@ const (
 	NotReplayable                // the body cannot be sent again (no GetBody)
 	NoQuota                      // the Quota refused the retry
 	Canceled                     // the caller's context ended during a wait
+	Unavailable                  // the key's circuit is open: its provider is down (R25)
 )
 
-var outcomeNames = [...]string{"done", "retrying", "exhausted", "out_of_time", "not_replayable", "no_quota", "canceled"}
+var outcomeNames = [...]string{"done", "retrying", "exhausted", "out_of_time", "not_replayable", "no_quota", "canceled", "unavailable"}
 
 // String returns the name used in logs: "done", "retrying", "exhausted",
-// "out_of_time", "not_replayable", "no_quota" or "canceled".
+// "out_of_time", "not_replayable", "no_quota", "canceled" or "unavailable".
 func (o Outcome) String() string {
 	if int(o) < len(outcomeNames) {
 		return outcomeNames[o]

@@ -64,7 +64,7 @@ func New(base http.RoundTripper, opts ...Option) *Transport {
 		}
 	}
 	if t.cfg.cooldown != nil {
-		t.cfg.cooldown.bind(t.cfg.clock)
+		t.cfg.cooldown.bind(t.cfg.clock, t.cfg.logger)
 	}
 	t.cfg.lean = t.cfg.observe == nil && !t.cfg.idempotencyKey && t.cfg.tryTimeout == 0 && !t.cfg.customClassify
 	return t

@@ -1,0 +1,261 @@
+package retryhttp
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/retryhttp/retryhttp/retryhttptest"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// The circuit (R25), on the kit's Clock: what opens it, what a call meets
+// while it is open, the probe, and what it logs.
+
+var (
+	down503 = retryhttptest.Status(503)
+	reset   = retryhttptest.Fail(syscall.ECONNRESET)
+	ok200   = retryhttptest.Status(200)
+)
+
+// circuitRig is a Transport with a Cooldown of circuit {3, 1 s} over a
+// Script, on the kit's Clock.
+type circuitRig struct {
+	clk    *retryhttptest.Clock
+	script *retryhttptest.Script
+	cd     *Cooldown
+	tr     *Transport
+}
+
+func newCircuitRig(replies []retryhttptest.Reply, opts ...Option) circuitRig {
+	clk := retryhttptest.NewClock()
+	script := retryhttptest.NewScript(replies...).WithClock(clk)
+	cd := NewCooldown(nil, WithCircuit(Circuit{Failures: 3, Open: time.Second}))
+	opts = append([]Option{WithClock(clk), WithCooldown(cd), WithBackoff(noJitter)}, opts...)
+	return circuitRig{clk: clk, script: script, cd: cd, tr: New(script, opts...)}
+}
+
+func (r circuitRig) do(ctx context.Context) (*http.Response, error) {
+	resp, err := r.tr.RoundTrip(getReq(ctx))
+	if resp != nil {
+		resp.Body.Close()
+	}
+	return resp, err
+}
+
+// TestCircuitOpens: Failures failed tries in a row open the key's circuit;
+// the call whose failure opened it ends as when its retries run out (its
+// last response handed back); every call after fails at once, sending
+// nothing, sleeping nothing, charged nothing, with ErrUnavailable.
+func TestCircuitOpens(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		reply retryhttptest.Reply
+	}{{"503s", down503}, {"connections reset", reset}} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := newCircuitRig([]retryhttptest.Reply{tc.reply}, WithMaxRetries(10))
+			resp, err := r.do(context.Background())
+			assert.Equal(t, 3, r.script.Len(), "three tries, then the circuit opened: no more")
+			assert.Equal(t, []time.Duration{400 * time.Millisecond, 800 * time.Millisecond}, r.clk.Waits())
+			if tc.reply.Err == nil {
+				require.NoError(t, err, "the last response is handed back, as when the retries run out")
+				assert.Equal(t, 503, resp.StatusCode)
+			} else {
+				var e *Error
+				require.ErrorAs(t, err, &e)
+				assert.Equal(t, Unavailable, e.Reason)
+				assert.ErrorIs(t, err, ErrUnavailable)
+				assert.ErrorIs(t, err, syscall.ECONNRESET, "the last error is the cause")
+			}
+			assert.True(t, r.cd.Down(origin))
+
+			b := NewBudget(PublicTierMaxWait)
+			_, err = r.do(WithBudget(context.Background(), b))
+			var e *Error
+			require.ErrorAs(t, err, &e)
+			assert.Equal(t, Error{Tries: 0, Reason: Unavailable, Err: ErrUnavailable}, *e)
+			assert.ErrorIs(t, err, ErrUnavailable)
+			assert.Equal(t, 3, r.script.Len(), "nothing sent")
+			assert.Len(t, r.clk.Waits(), 2, "nothing slept")
+			assert.Zero(t, b.Waited(), "nothing charged")
+			assert.Same(t, e, b.Err(), "Budget.Err reports it (R20)")
+		})
+	}
+}
+
+// TestCircuitSignsOfLife: a success, a 4xx, a 429 and Google's 504
+// DEADLINE_EXCEEDED end the row; the caller's own cancel is no news; a
+// Permanent transport error is no answer.
+func TestCircuitSignsOfLife(t *testing.T) {
+	deadline := retryhttptest.Reply{Status: 504, Header: http.Header{"Content-Type": {"application/json"}},
+		Body: `{"error":{"code":504,"status":"DEADLINE_EXCEEDED"}}`}
+	for _, tc := range []struct {
+		name string
+		life retryhttptest.Reply
+		open bool
+	}{
+		{"a success", ok200, false},
+		{"a 404", retryhttptest.Status(404), false},
+		{"a 429", retryhttptest.Status(429, "Retry-After-Ms", "1"), false},
+		{"Google's 504 DEADLINE_EXCEEDED", deadline, false},
+		{"a 501 (Permanent)", retryhttptest.Status(501), false},
+		{"another 503", down503, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := newCircuitRig([]retryhttptest.Reply{down503, down503, tc.life, down503, down503, ok200}, WithMaxRetries(0))
+			for range 5 {
+				_, _ = r.do(context.Background())
+			}
+			assert.Equal(t, tc.open, r.cd.Down(origin), "two failures, %s, two more", tc.name)
+		})
+	}
+	t.Run("the caller's cancel", func(t *testing.T) {
+		r := newCircuitRig([]retryhttptest.Reply{down503}, WithMaxRetries(0))
+		_, _ = r.do(context.Background())
+		_, _ = r.do(context.Background())
+		ctx, cancel := context.WithCancel(context.Background())
+		cancel()
+		_, err := r.do(ctx)
+		require.ErrorIs(t, err, context.Canceled)
+		assert.False(t, r.cd.Down(origin), "no news")
+		_, _ = r.do(context.Background())
+		assert.True(t, r.cd.Down(origin), "the row went on: three failures")
+	})
+}
+
+// TestCircuitProbe: once Open has passed, the next try is the probe, and
+// every other call is refused while it is out; its sign of life closes the
+// circuit, its failure opens it for Open again, and a probe whose call
+// ends without an answer lets the next try probe.
+func TestCircuitProbe(t *testing.T) {
+	r := newCircuitRig([]retryhttptest.Reply{down503, down503, down503, down503, retryhttptest.Hang(), ok200}, WithMaxRetries(0))
+	for range 3 {
+		_, _ = r.do(context.Background())
+	}
+	require.True(t, r.cd.Down(origin))
+	r.clk.Add(time.Second)
+	resp, err := r.do(context.Background())
+	require.NoError(t, err, "the probe goes")
+	assert.Equal(t, 503, resp.StatusCode)
+	assert.Equal(t, 4, r.script.Len())
+	_, err = r.do(context.Background())
+	assert.ErrorIs(t, err, ErrUnavailable, "a failed probe opens it again for Open")
+	r.clk.Add(time.Second)
+
+	// The probe hangs; the calls meanwhile are refused, none sent.
+	ctx, cancel := context.WithCancel(context.Background())
+	probed := make(chan error, 1)
+	go func() { _, err := r.do(ctx); probed <- err }()
+	require.Eventually(t, func() bool { return r.script.Len() == 5 }, time.Second, time.Millisecond)
+	for range 3 {
+		_, err = r.do(context.Background())
+		assert.ErrorIs(t, err, ErrUnavailable, "the probe is out")
+	}
+	cancel()
+	require.ErrorIs(t, <-probed, context.Canceled)
+	assert.Equal(t, 5, r.script.Len())
+
+	resp, err = r.do(context.Background())
+	require.NoError(t, err, "the probe's call ended with no answer: the next try probes")
+	assert.Equal(t, 200, resp.StatusCode)
+	assert.False(t, r.cd.Down(origin), "its sign of life closed the circuit")
+	_, err = r.do(context.Background())
+	require.NoError(t, err)
+	assert.Equal(t, 7, r.script.Len())
+}
+
+// TestCircuitLogs: one Warn when the key opens, one Info when it closes,
+// never a line per refused call; a key the key function made is written as
+// a hash of it.
+func TestCircuitLogs(t *testing.T) {
+	log, logs := logSink()
+	clk := retryhttptest.NewClock()
+	script := retryhttptest.NewScript(down503, down503, down503, ok200).WithClock(clk)
+	cd := NewCooldown(func(*http.Request) string { return "tenant-sk-secret" }, WithCircuit(Circuit{Failures: 3}))
+	tr := New(script, WithClock(clk), WithCooldown(cd), WithMaxRetries(0), WithLogger(log))
+	for range 20 {
+		if resp, err := tr.RoundTrip(getReq(context.Background())); err == nil {
+			resp.Body.Close()
+		}
+	}
+	clk.Add(time.Second)
+	resp, err := tr.RoundTrip(getReq(context.Background()))
+	require.NoError(t, err)
+	resp.Body.Close()
+	opened, closed := logs.FilterMessage(msgCircuitOpen).All(), logs.FilterMessage(msgCircuitClosed).All()
+	require.Len(t, opened, 1)
+	require.Len(t, closed, 1)
+	assert.Equal(t, "warn", opened[0].Level.String())
+	assert.Equal(t, "info", closed[0].Level.String())
+	assert.Equal(t, int64(3), opened[0].ContextMap()["failures"])
+	assert.Regexp(t, `^sha256:[0-9a-f]{16}$`, opened[0].ContextMap()["key"])
+	assert.Equal(t, int64(1000), opened[0].ContextMap()["open_ms"])
+	assert.Equal(t, int64(1000), closed[0].ContextMap()["down_ms"])
+	for _, e := range logs.All() {
+		for k, v := range e.ContextMap() {
+			if v, ok := v.(string); ok {
+				assert.NotContains(t, v, "secret", "%s: the caller's key is never logged as it is (%s)", e.Message, k)
+			}
+		}
+	}
+	assert.Len(t, logs.FilterMessage(msgGivingUp).All(), 3, "a give-up per failed call; none per refused one")
+}
+
+// TestCircuitObserved: the Observer's Attempt says Unavailable on the try
+// whose retry the circuit stopped.
+func TestCircuitObserved(t *testing.T) {
+	var obs ttAttempts
+	r := newCircuitRig([]retryhttptest.Reply{down503}, WithMaxRetries(5), WithObserver(obs.observe))
+	_, _ = r.do(context.Background())
+	got := obs.list()
+	require.Len(t, got, 3)
+	assert.Equal(t, []Outcome{Retrying, Retrying, Unavailable}, []Outcome{got[0].Outcome, got[1].Outcome, got[2].Outcome})
+}
+
+// TestWithoutCircuit: without WithCircuit, a down provider is retried as
+// R2 to R9 say, whatever the Cooldown.
+func TestWithoutCircuit(t *testing.T) {
+	clk := retryhttptest.NewClock()
+	script := retryhttptest.NewScript(down503).WithClock(clk)
+	cd := NewCooldown(nil)
+	tr := New(script, WithClock(clk), WithCooldown(cd), WithMaxRetries(2))
+	for range 4 {
+		resp, err := tr.RoundTrip(getReq(context.Background()))
+		require.NoError(t, err)
+		resp.Body.Close()
+	}
+	assert.Equal(t, 12, script.Len())
+	assert.False(t, cd.Down(origin))
+}
+
+// TestCircuitConcurrent: calls of many goroutines through an outage and
+// its end: every call either fails with ErrUnavailable or ends as R9 says,
+// and after Open exactly one probe goes while the provider is still down.
+func TestCircuitConcurrent(t *testing.T) {
+	r := newCircuitRig([]retryhttptest.Reply{down503}, WithMaxRetries(0))
+	for range 3 {
+		_, _ = r.do(context.Background())
+	}
+	r.clk.Add(time.Second)
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	unavailable := 0
+	for range 16 {
+		wg.Go(func() {
+			_, err := r.do(context.Background())
+			if errors.Is(err, ErrUnavailable) {
+				mu.Lock()
+				unavailable++
+				mu.Unlock()
+			}
+		})
+	}
+	wg.Wait()
+	assert.Equal(t, 4, r.script.Len(), "one probe")
+	assert.Equal(t, 15, unavailable)
+}
