@@ -1,8 +1,9 @@
 // Command flaky shows retryhttp against local flaky "LLM providers": the
 // retries in the logs, the server's Retry-After winning over the backoff, a
 // public-tier call failing fast when the provider asks for more time than
-// the turn's budget holds, and eight workers meeting one rate limit, with
-// and without a shared Cooldown. It needs no network: the providers run on
+// the turn's budget holds, eight workers meeting one rate limit, with
+// and without a shared Cooldown, and a provider down for a second, with a
+// circuit and a fallback model. It needs no network: the providers run on
 // 127.0.0.1 inside the program; the rate-limited ones are retryhttptest's
 // fake provider (retryhttptest.Provider), which tests can use too.
 //
@@ -92,7 +93,9 @@ func run() error {
 		fmt.Printf("%s 24 answers, %d requests (%d refused) in %v\n", how, s.Requests, s.Refused, took.Round(10*time.Millisecond))
 	}
 	fmt.Println("(the Cooldown learns the rate from the first 429 and the provider's counts, and paces the calls under it)")
-	return nil
+
+	fmt.Println("\n== a provider down, not just busy: a circuit, and a fallback model")
+	return outage()
 }
 
 // workers sends 24 calls from eight goroutines through one Transport, with
