@@ -1,6 +1,6 @@
 module github.com/retryhttp/retryhttp/examples/anthropic
 
-go 1.25
+go 1.26.0
 
 require (
 	github.com/anthropics/anthropic-sdk-go/v2 v2.15.0

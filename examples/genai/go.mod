@@ -1,6 +1,6 @@
 module github.com/retryhttp/retryhttp/examples/genai
 
-go 1.25
+go 1.26.0
 
 replace github.com/retryhttp/retryhttp => ../..
 
