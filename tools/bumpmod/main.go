@@ -9,6 +9,10 @@
 // gets the checksums the published versions will have, and go vet ./...,
 // so that the module, its tests too, builds against the versions it now
 // requires: what a user's go get gives, not the workspace's local copies.
+// Last, it makes go.work's replace directives the versions of the
+// workspace's modules that its go.mod files now require, each to its local
+// copy (see syncWork: the go command reads those versions' go.mod even in
+// workspace mode, and they need not be on the module proxy yet).
 //
 // The commit must be committed (its tree is what a user gets); for
 // retryredis it must be one whose retryredis/go.mod requires a version of
@@ -18,8 +22,8 @@
 //	go -C tools run ./bumpmod -root <commit> retryredis   the root module's, in retryredis only
 //	go -C tools run ./bumpmod -root <c1> -retryredis <c2>
 //
-// then commit the go.mod and go.sum files and run go -C tools run
-// ./installcheck on that commit (.ci/run does).
+// then commit go.work and the go.mod and go.sum files, and run go -C tools
+// run ./installcheck on that commit (.ci/run does).
 package main
 
 import (
@@ -109,7 +113,10 @@ func run(revs map[string]string, dirs []string, upstream string) error {
 			return err
 		}
 	}
-	fmt.Println("bumped; commit the go.mod and go.sum files, then: go -C tools run ./installcheck")
+	if err := syncWork(repo); err != nil {
+		return err
+	}
+	fmt.Println("bumped; commit go.work and the go.mod and go.sum files, then: go -C tools run ./installcheck")
 	return nil
 }
 
