@@ -55,14 +55,20 @@ func syncWork(repo string) error {
 			}
 		}
 	}
-	for _, m := range want {
-		if err := w.AddReplace(m.Path, m.Version, localPath(dirs[m.Path]), ""); err != nil {
-			return err
-		}
-	}
 	w.Cleanup()
+	out := modfile.Format(w.Syntax)
+	if len(want) > 0 {
+		block := "\nreplace (\n"
+		for _, m := range want {
+			block += fmt.Sprintf("\t%s %s => %s\n", m.Path, m.Version, localPath(dirs[m.Path]))
+		}
+		out = append(out, block+")\n"...)
+	}
+	if _, err := modfile.ParseWork(name, out, nil); err != nil {
+		return err
+	}
 	fmt.Printf("== go.work: replace %v with the local copies\n", want)
-	return os.WriteFile(name, modfile.Format(w.Syntax), 0o644)
+	return os.WriteFile(name, out, 0o644)
 }
 
 // localPath is a use path as a replacement: a directory path must start
