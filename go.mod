@@ -1,6 +1,6 @@
 module github.com/retryhttp/retryhttp
 
-go 1.25
+go 1.26.0
 
 require (
 	github.com/benbjohnson/clock v1.3.5

@@ -2,11 +2,9 @@ module github.com/retryhttp/retryhttp/retryredis
 
 go 1.26.0
 
-replace github.com/retryhttp/retryhttp => ../
-
 require (
 	github.com/redis/go-redis/v9 v9.23.0
-	github.com/retryhttp/retryhttp v0.0.0
+	github.com/retryhttp/retryhttp v0.0.0-20261202113450-9d78efd49c63
 	github.com/stretchr/testify v1.12.1
 	go.uber.org/goleak v1.3.0
 	go.uber.org/zap v1.28.0

@@ -1,10 +1,10 @@
 module github.com/retryhttp/retryhttp/examples/anthropic
 
-go 1.25
+go 1.26.0
 
 require (
 	github.com/anthropics/anthropic-sdk-go/v2 v2.15.0
-	github.com/retryhttp/retryhttp v0.0.0
+	github.com/retryhttp/retryhttp v0.0.0-20261202113450-9d78efd49c63
 	go.uber.org/goleak v1.3.0
 	go.uber.org/zap v1.28.0
 )
@@ -30,5 +30,3 @@ require (
 	go.yaml.in/yaml/v4 v4.0.0-rc.2 // indirect
 	golang.org/x/sync v0.16.0 // indirect
 )
-
-replace github.com/retryhttp/retryhttp => ../..

@@ -2,16 +2,11 @@ module github.com/retryhttp/retryhttp/examples/fleet
 
 go 1.26.0
 
-replace (
-	github.com/retryhttp/retryhttp => ../..
-	github.com/retryhttp/retryhttp/retryredis => ../../retryredis
-)
-
 require (
 	github.com/alicebob/miniredis/v2 v2.40.0
 	github.com/redis/go-redis/v9 v9.23.0
-	github.com/retryhttp/retryhttp v0.0.0
-	github.com/retryhttp/retryhttp/retryredis v0.0.0
+	github.com/retryhttp/retryhttp v0.0.0-20261202113450-9d78efd49c63
+	github.com/retryhttp/retryhttp/retryredis v0.0.0-20261203112140-96ee7113eaf8
 	go.uber.org/goleak v1.3.0
 )
 

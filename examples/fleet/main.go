@@ -6,8 +6,8 @@
 // success, goodput, failed calls and p99, beside one replica that makes all
 // the calls alone.
 //
-//	cd examples/fleet && go run .               # K=8, the OpenAI dialect
-//	go run . -k 32 -dialect all                 # every dialect
+//	go run ./examples/fleet                     # from the repo root: K=8, the OpenAI dialect
+//	go run ./examples/fleet -k 32 -dialect all  # every dialect
 //
 // Redis is REDIS_ADDR when set, else an embedded server (miniredis, which
 // runs retryredis's Lua scripts and pub/sub in the process): it runs with
