@@ -3,15 +3,15 @@ module github.com/retryhttp/retryhttp/retryredis
 go 1.26.0
 
 require (
+	github.com/alicebob/miniredis/v2 v2.40.0
 	github.com/redis/go-redis/v9 v9.23.0
-	github.com/retryhttp/retryhttp v0.0.0-20261202113450-9d78efd49c63
+	github.com/retryhttp/retryhttp v0.0.0-20261203115159-cf2b77fce11a
 	github.com/stretchr/testify v1.12.1
 	go.uber.org/goleak v1.3.0
 	go.uber.org/zap v1.28.0
 )
 
 require (
-	github.com/alicebob/miniredis/v2 v2.40.0 // indirect
 	github.com/benbjohnson/clock v1.3.5 // indirect
 	github.com/cespare/xxhash/v2 v2.3.0 // indirect
 	github.com/yuin/gopher-lua v1.1.1 // indirect
