@@ -254,7 +254,7 @@ func (c *call) stop() (*http.Response, error) {
 		}
 		return nil, c.p.fail(Done, r.safeErr)
 	}
-	logGiveUpAfter(c.cfg.logger, c.req, r.d.outcome, r.try, c.p.waited, r.status, askOf(r.hasAsk, r.inBody), r.safeErr)
+	logGiveUpAfter(c.cfg, c.req, r.d.outcome, r.try, c.p.waited, r.status, askOf(r.hasAsk, r.inBody), r.safeErr)
 	if r.d.rateLimited {
 		if r.resp != nil {
 			discard(c.ctx, r.resp, bodyTimeout, c.sentTry()) // no wait follows (R10)
@@ -298,7 +298,7 @@ func (c *call) wait() error {
 		}
 		c.p.waited += r.d.wait - unused
 		closeBody(r.body)
-		logGiveUpAfter(c.cfg.logger, c.req, Canceled, r.try, c.p.waited, r.status, askOf(r.hasAsk, r.inBody), c.ctx.Err())
+		logGiveUpAfter(c.cfg, c.req, Canceled, r.try, c.p.waited, r.status, askOf(r.hasAsk, r.inBody), c.ctx.Err())
 		return c.p.fail(Canceled, c.ctx.Err())
 	}
 	c.p.waited += r.d.wait

@@ -145,7 +145,7 @@ func (c *call) unavailable() error {
 // more than the call can give, and nothing is sent (R17).
 func (c *call) holdTooLong(w time.Duration) error {
 	c.p.retryAfter = w
-	logGiveUp(c.cfg.logger, c.req, OutOfTime, c.p.tries, c.p.waited, c.p.status, ErrRateLimited)
+	logGiveUp(c.cfg, c.req, OutOfTime, c.p.tries, c.p.waited, c.p.status, ErrRateLimited)
 	return c.noted(c.p.fail(OutOfTime, ErrRateLimited))
 }
 
@@ -158,7 +158,7 @@ func (c *call) holdFor(w time.Duration, fromHold bool) error {
 		return nil
 	}
 	if fromHold || w >= time.Second {
-		logHold(c.cfg.logger, c.req, w)
+		logHold(c.cfg, c.req, w, fromHold)
 	}
 	unused, ok := c.sleepOr(w, c.r.entry.woken())
 	c.p.waited += w - unused
@@ -166,7 +166,7 @@ func (c *call) holdFor(w time.Duration, fromHold bool) error {
 		c.budget.refund(unused)
 	}
 	if !ok {
-		logGiveUp(c.cfg.logger, c.req, Canceled, c.p.tries, c.p.waited, c.p.status, c.ctx.Err())
+		logGiveUp(c.cfg, c.req, Canceled, c.p.tries, c.p.waited, c.p.status, c.ctx.Err())
 		return c.p.fail(Canceled, c.ctx.Err())
 	}
 	c.r.held += w - unused

@@ -103,18 +103,39 @@ func quiet(l *zap.Logger) *zap.Logger {
 // noLevel enables no level: zap.AddStacktrace(noLevel) never adds a stack.
 var noLevel = zap.LevelEnablerFunc(func(zapcore.Level) bool { return false })
 
-// logHold writes the Warn entry of a call held by a Cooldown (R17).
-func logHold(l *zap.Logger, r *http.Request, wait time.Duration) {
-	ce := l.Check(zap.WarnLevel, msgHolding)
+// logHold writes the entry of a call held by a Cooldown (R17): Info for
+// a hold by the provider's word (its ask, its reset), Debug for a wait for
+// a paced slot. Both are the Cooldown doing its work, not a fault: an
+// operator leaves Warn on, and a healthy fleet paced by a provider's limit
+// wrote ten Warn lines a second (issue 32). Sampled per provider (sampled).
+func logHold(cfg *config, r *http.Request, wait time.Duration, fromHold bool) {
+	level := zap.DebugLevel
+	if fromHold {
+		level = zap.InfoLevel
+	}
+	ce := cfg.logger.Check(level, msgHolding)
 	if ce == nil {
 		return
 	}
-	ce.Write(
+	n, ok := cfg.logs.take(msgHolding, r.URL, cfg.clock.Now())
+	if !ok {
+		return
+	}
+	ce.Write(countOf(n,
 		zap.Int64("wait_ms", wait.Milliseconds()),
 		zap.String("wait_from", FromCooldown.String()),
 		zap.String("method", r.Method),
 		zap.String("url", safeURL(r.URL)),
-	)
+	)...)
+}
+
+// countOf appends to fields the count of the entries one written stands
+// for, when it stands for more than itself.
+func countOf(n int, fields ...zap.Field) []zap.Field {
+	if n > 1 {
+		fields = append(fields, zap.Int("count", n))
+	}
+	return fields
 }
 
 // askSource says where the server's ask for a wait came from, for the
@@ -198,19 +219,26 @@ func logRetry(l *zap.Logger, r *http.Request, retry, maxRetries, status int, wai
 
 // logGiveUp writes the give-up entry of a call that stops before a try is
 // sent (a Cooldown's hold, hold.go): no server asked anything of it.
-func logGiveUp(l *zap.Logger, r *http.Request, reason Outcome, tries int, waited time.Duration, status int, err error) {
-	logGiveUpAfter(l, r, reason, tries, waited, status, askNone, err)
+func logGiveUp(cfg *config, r *http.Request, reason Outcome, tries int, waited time.Duration, status int, err error) {
+	logGiveUpAfter(cfg, r, reason, tries, waited, status, askNone, err)
 }
 
 // logGiveUpAfter writes the one Warn entry of a call that stops after a
 // Transient or Throttled try (R14), with ask_from when that try's server
-// asked for a wait.
-func logGiveUpAfter(l *zap.Logger, r *http.Request, reason Outcome, tries int, waited time.Duration, status int, ask askSource, err error) {
-	ce := l.Check(zap.WarnLevel, msgGivingUp)
+// asked for a wait. Give-ups that repeat are sampled: at most one entry a
+// second per provider, with the count of those it stands for (a caller's
+// loop around calls that fail at once wrote 13,147 Warn lines in one
+// second: issue 32).
+func logGiveUpAfter(cfg *config, r *http.Request, reason Outcome, tries int, waited time.Duration, status int, ask askSource, err error) {
+	ce := cfg.logger.Check(zap.WarnLevel, msgGivingUp)
 	if ce == nil {
 		return
 	}
-	fields := make([]zap.Field, 0, 5+ask.fields()+errFields(err)) // one allocation, no larger than needed
+	n, ok := cfg.logs.take(msgGivingUp, r.URL, cfg.clock.Now())
+	if !ok {
+		return
+	}
+	fields := make([]zap.Field, 0, 6+ask.fields()+errFields(err)) // one allocation, no larger than needed
 	fields = append(fields,
 		zap.String("reason", reason.String()),
 		zap.Int("tries", tries),
@@ -224,7 +252,7 @@ func logGiveUpAfter(l *zap.Logger, r *http.Request, reason Outcome, tries int, w
 		// which scrub cannot see into.
 		fields = append(fields, zap.String("error", err.Error()))
 	}
-	ce.Write(fields...)
+	ce.Write(countOf(n, fields...)...)
 }
 
 // safeURL returns scheme://host/path of u: the query, the fragment and the

@@ -34,6 +34,7 @@ type config struct {
 	quota          *Quota
 	cooldown       *Cooldown
 	maxWait        time.Duration // no single wait this long or longer (WithMaxWait)
+	logs           *logSampler   // the entries that repeat, sampled (R14)
 	customClassify bool          // WithClassifier gave one of the caller's own
 	// lean is set by New when a first try needs nothing but the base and a
 	// look at its status: no Observer, idempotency key or try timeout, and
@@ -57,6 +58,7 @@ func New(base http.RoundTripper, opts ...Option) *Transport {
 		logger:     zap.NewNop(),
 		classify:   Classify,
 		maxWait:    DefaultMaxWait,
+		logs:       &logSampler{},
 	}}
 	for _, opt := range opts {
 		if opt != nil {

@@ -172,7 +172,7 @@ func TestWithSlogSameEntries(t *testing.T) {
 			var msgs []string
 			for _, l := range want {
 				msgs = append(msgs, l.Msg)
-				assert.True(t, l.Warn, "%s: Warn", l.Msg)
+				assert.Equal(t, l.Msg != msgHolding, l.Warn, "%s: Warn but for a hold (Info: the Cooldown at work)", l.Msg)
 			}
 			require.Equal(t, tc.msgs, msgs, "the zap entries")
 			assert.Equal(t, want, got, "the slog records are the zap entries")
