@@ -69,9 +69,23 @@ func freePort(t testing.TB) int {
 }
 
 // start starts redis-server on s.port and waits until it answers PING.
-func (s *redisServer) start() bool {
-	s.cmd = exec.Command("redis-server", "--port", strconv.Itoa(s.port), "--bind", "127.0.0.1",
-		"--save", "", "--appendonly", "no", "--protected-mode", "no", "--loglevel", "warning", "--dir", s.dir)
+func (s *redisServer) start() bool { return s.startWith() }
+
+// portFree reports whether nothing listens on port of 127.0.0.1.
+func portFree(port int) bool {
+	l, err := net.Listen("tcp", "127.0.0.1:"+strconv.Itoa(port))
+	if err != nil {
+		return false
+	}
+	_ = l.Close()
+	return true
+}
+
+// startWith is start with more arguments for redis-server.
+func (s *redisServer) startWith(more ...string) bool {
+	args := append([]string{"--port", strconv.Itoa(s.port), "--bind", "127.0.0.1",
+		"--save", "", "--appendonly", "no", "--protected-mode", "no", "--loglevel", "warning", "--dir", s.dir}, more...)
+	s.cmd = exec.Command("redis-server", args...)
 	if err := s.cmd.Start(); err != nil {
 		s.t.Fatalf("redis-server: %v", err)
 	}

@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -81,18 +82,41 @@ type Store struct {
 	delivered map[string]uint64 // the Seq last delivered of each Redis key
 }
 
-// NewStore returns a Store on rdb (a *redis.Client, *redis.ClusterClient,
-// *redis.Ring, or any UniversalClient): every script touches one key, so
-// Redis Cluster works. It panics when rdb is nil. Nil options are ignored.
+// NewStore returns a Store on rdb: a *redis.Client (one Redis; a
+// Sentinel-managed one through redis.NewFailoverClient is a *redis.Client
+// too, not tested here: while it fails over, Applies fail and the
+// Cooldowns pace on their own), or a *redis.ClusterClient (every script touches one key, and Redis Cluster
+// broadcasts pub/sub to every node: TestCluster runs it on three masters).
+// Nil options are ignored. A Redis down when NewStore is called is no
+// error: every Apply fails, and the Cooldowns pace on their own states
+// until it is up (Ping tells a readiness probe).
+//
+// NewStore panics, as it does for a nil client, on what cannot work and
+// would otherwise fail in silence: a *redis.Ring, whose shards do not share
+// pub/sub (a replica subscribed on one shard misses what the others
+// publish on theirs); a prefix holding "key:" (WithPrefix); and a call
+// inside a testing/synctest bubble, where a Store's network I/O never
+// blocks durably, so that the bubble's time stands still and the test
+// hangs until -timeout (give the Cooldowns of a fleet in a bubble one
+// store.NewLocal instead: docs/testing.md).
 func NewStore(rdb redis.UniversalClient, opts ...Option) *Store {
 	if rdb == nil {
 		panic("retryredis: NewStore: nil client")
+	}
+	if _, ok := rdb.(*redis.Ring); ok {
+		panic("retryredis: NewStore: a *redis.Ring is not supported: its shards do not share pub/sub, so replicas miss each other's news; use a *redis.Client or a *redis.ClusterClient")
+	}
+	if inBubble() {
+		panic("retryredis: NewStore inside a testing/synctest bubble: Redis I/O is not durably blocking, so the bubble's clock would stand still and the test hang; share one store.NewLocal among the fleet's Cooldowns instead")
 	}
 	cfg := defaultConfig()
 	for _, opt := range opts {
 		if opt != nil {
 			opt(&cfg)
 		}
+	}
+	if strings.Contains(cfg.prefix, "key:") {
+		panic(fmt.Sprintf("retryredis: WithPrefix(%q): a prefix may not hold \"key:\": its keys would meet another prefix's", cfg.prefix))
 	}
 	var id [8]byte
 	_, _ = rand.Read(id[:])
@@ -234,6 +258,26 @@ func runScript(ctx context.Context, rdb redis.UniversalClient, script *redis.Scr
 		r, err = rdb.Eval(ctx, src, keys, argv...).Text()
 	}
 	return r, err
+}
+
+// inBubble reports whether the caller runs inside a testing/synctest
+// bubble: its clock starts at midnight UTC, 2000-01-01, and reads no
+// monotonic time (a real clock always has one).
+func inBubble() bool {
+	now := time.Now()
+	return now == now.Round(0) && now.Year() < 2001
+}
+
+// Ping reports whether Redis answers within the Store's bound: for a
+// readiness or health check. It does not count for the breaker, and a
+// Store whose Ping fails still works: each Apply then fails, and the
+// Cooldowns pace on their own states.
+func (s *Store) Ping(ctx context.Context) error {
+	_, err := s.exec(ctx, func(ctx context.Context) (string, error) { return s.rdb.Ping(ctx).Result() })
+	if err != nil {
+		return fmt.Errorf("retryredis: ping: %w", err)
+	}
+	return nil
 }
 
 // Close stops the subscription and the poll that Listen started, and
