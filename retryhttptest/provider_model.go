@@ -6,7 +6,27 @@ import (
 	"strings"
 )
 
-// The model a request asks for, as a provider finds it.
+// Limits per model, as OpenAI and Anthropic enforce them: each model named
+// in ProviderConfig.Models has buckets of its own, and every other model
+// shares the Provider's.
+
+// ModelLimits are one model's own limits (ProviderConfig.Models): token
+// buckets of its own, that only that model's requests are charged to and
+// refused by. They replace the Provider's limits for that model, each of
+// them: a zero Limit here is no limit for the model, not the Provider's.
+// The zero ModelLimits is a model with no limit at all.
+type ModelLimits struct {
+	Requests Limit // each request costs Cost.Requests of it; none when zero
+	Tokens   Limit // each request costs Cost.Tokens of it; none when zero
+	// InputTokens and OutputTokens are Anthropic's, as in ProviderConfig:
+	// NewProvider panics when either is set in another dialect. None when
+	// zero.
+	InputTokens, OutputTokens Limit
+}
+
+func (m ModelLimits) limits() []Limit {
+	return []Limit{m.Requests, m.Tokens, m.InputTokens, m.OutputTokens}
+}
 
 // maxModelBody is the most of a body RequestModel reads a model from: a
 // longer body has none, as if it were not JSON.
@@ -53,4 +73,38 @@ func pathModel(path string) string {
 		return ""
 	}
 	return model
+}
+
+// ModelStats returns what the provider counted so far of the requests for
+// model, as RequestModel finds it, whether the model has limits of its own
+// (ProviderConfig.Models) or shares the Provider's; "" counts the requests
+// with no model found. A model no request asked for has the zero
+// ProviderStats. Stats is the sum over every model.
+func (p *Provider) ModelStats(model string) ProviderStats {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if s := p.byModel[model]; s != nil {
+		return *s
+	}
+	return ProviderStats{}
+}
+
+// modelStats is model's counters, made on its first request. The caller
+// holds p.mu.
+func (p *Provider) modelStats(model string) *ProviderStats {
+	s := p.byModel[model]
+	if s == nil {
+		s = new(ProviderStats)
+		p.byModel[model] = s
+	}
+	return s
+}
+
+// buckets is the limits a request for model is charged to: the model's
+// own, or the Provider's.
+func (p *Provider) buckets(model string) *[numLimits]bucket {
+	if own := p.models[model]; own != nil {
+		return own
+	}
+	return &p.limits
 }
