@@ -158,9 +158,9 @@ func testModelSteps(t *testing.T, d retryhttptest.Dialect, kind string, unit flo
 	assert.Equal(t, [3]int64{all.Requests, all.Admitted, all.Refused}, [3]int64{sum.Requests, sum.Admitted, sum.Refused}, "Stats is the sum")
 }
 
-// modelBody is a JSON body of exactly n bytes that asks for model.
-func modelBody(model string, n int) string {
-	head, tail := `{"model":"`+model+`","messages":"`, `"}`
+// modelBody is a JSON body of exactly n bytes that asks for gpt-4o.
+func modelBody(n int) string {
+	head, tail := `{"model":"gpt-4o","messages":"`, `"}`
 	return head + strings.Repeat("a", n-len(head)-len(tail)) + tail
 }
 
@@ -178,8 +178,8 @@ func TestRequestModel(t *testing.T) {
 		{"https://api.openai.com/v1/models/gpt-4o", "", ""},
 		{"https://generativelanguage.googleapis.com/v1beta/models/:generateContent", "", ""},
 		{"https://generativelanguage.googleapis.com/v1beta/models/gemini:generateContent/x", "", ""},
-		{"https://api.openai.com/v1/chat/completions", modelBody("gpt-4o", 64<<10), "gpt-4o"},
-		{"https://api.openai.com/v1/chat/completions", modelBody("gpt-4o", 64<<10+1), ""},
+		{"https://api.openai.com/v1/chat/completions", modelBody(64 << 10), "gpt-4o"},
+		{"https://api.openai.com/v1/chat/completions", modelBody(64<<10 + 1), ""},
 		{"https://api.openai.com/v1/chat/completions", `model=gpt-4o`, ""},
 		{"https://api.openai.com/v1/chat/completions", `{"model":"gpt-4o"`, ""},
 		{"https://api.openai.com/v1/chat/completions", `["model","gpt-4o"]`, ""},
@@ -211,8 +211,8 @@ func TestProviderModelFound(t *testing.T) {
 		{"Gemini path", gemini + "generateContent", `{"contents":[]}`, "2"},
 		{"Gemini stream", gemini + "streamGenerateContent?alt=sse", `{"contents":[]}`, "2"},
 		{"Vertex path", "/v1/projects/p/locations/l/publishers/google/models/gemini-2.0-flash:generateContent", "", "2"},
-		{"a body of 64 KiB", chatURL, modelBody("gpt-4o", 64<<10), "1"},
-		{"a body over 64 KiB", chatURL, modelBody("gpt-4o", 64<<10+1), "3"},
+		{"a body of 64 KiB", chatURL, modelBody(64 << 10), "1"},
+		{"a body over 64 KiB", chatURL, modelBody(64<<10 + 1), "3"},
 		{"not JSON", chatURL, "model=gpt-4o", "3"},
 		{"a model of no limits of its own", chatURL, `{"model":"o3"}`, "3"},
 		{"no body", chatURL, "", "3"},
