@@ -65,7 +65,12 @@
 // Retry-After; a bare Retry-After in Azure's words; Gemini's retryDelay in
 // a google.rpc.RetryInfo; or nothing at all. Provider.Outage refuses
 // everything for a while; ProviderConfig.Latency makes successes slow;
-// Provider.Stats counts what was admitted and what refused it.
+// Provider.Stats counts what was admitted and what refused it. As OpenAI's
+// and Anthropic's, the limits can be per model: ProviderConfig.Models gives
+// a model buckets of its own (ModelLimits), which only its requests spend
+// and its answers count, while every other model shares the Provider's; a
+// request's model is the one RequestModel finds (a JSON body's "model",
+// Gemini's path), and Provider.ModelStats counts each model.
 //
 // A Provider is an http.RoundTripper, to be the base of a Transport with no
 // network, and an http.Handler, for an httptest.Server on 127.0.0.1 (for a

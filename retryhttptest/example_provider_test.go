@@ -149,3 +149,44 @@ func ExampleProvider_ServeHTTP() {
 	// 200 0
 	// 429 0
 }
+
+// Limits per model, as OpenAI and Anthropic enforce them: gpt-4o has 100
+// requests a second with a burst of 10, and 30,000 tokens a second;
+// gpt-4o-mini has limits of its own; every other model shares the
+// provider's. Spending gpt-4o's burst refuses gpt-4o alone, and each answer
+// counts its own model's buckets.
+func ExampleModelLimits() {
+	mock := clock.NewMock() // a fixed clock: nothing refills
+	provider := retryhttptest.NewProvider(retryhttptest.ProviderConfig{
+		Requests: retryhttptest.PerMinute(500),
+		Models: map[string]retryhttptest.ModelLimits{
+			"gpt-4o":      {Requests: retryhttptest.Limit{Rate: 100, Size: 10}, Tokens: retryhttptest.Limit{Rate: 30000}},
+			"gpt-4o-mini": {Requests: retryhttptest.Limit{Rate: 500, Size: 50}, Tokens: retryhttptest.Limit{Rate: 200000}},
+		},
+		Clock: mock,
+	})
+	call := func(model string) *http.Response {
+		req, _ := http.NewRequest(http.MethodPost, "https://api.openai.com/v1/chat/completions", strings.NewReader(`{"model":"`+model+`","messages":[]}`))
+		resp, _ := provider.RoundTrip(req)
+		resp.Body.Close()
+		return resp
+	}
+	for range 10 {
+		call("gpt-4o")
+	}
+	for _, model := range []string{"gpt-4o", "gpt-4o-mini", "o3"} {
+		resp := call(model)
+		h := resp.Header
+		fmt.Printf("%-11s %d, requests %s of %s, tokens %q of %q, retry-after-ms %q\n", model, resp.StatusCode,
+			h.Get("X-Ratelimit-Remaining-Requests"), h.Get("X-Ratelimit-Limit-Requests"),
+			h.Get("X-Ratelimit-Remaining-Tokens"), h.Get("X-Ratelimit-Limit-Tokens"), h.Get("Retry-After-Ms"))
+	}
+	s := provider.ModelStats("gpt-4o")
+	fmt.Printf("gpt-4o: %d requests, %d admitted, %d refused by its requests limit; all models: %d requests\n",
+		s.Requests, s.Admitted, s.RefusedRequests, provider.Stats().Requests)
+	// Output:
+	// gpt-4o      429, requests 0 of 10, tokens "29920" of "30000", retry-after-ms "10"
+	// gpt-4o-mini 200, requests 49 of 50, tokens "199990" of "200000", retry-after-ms ""
+	// o3          200, requests 499 of 500, tokens "" of "", retry-after-ms ""
+	// gpt-4o: 11 requests, 10 admitted, 1 refused by its requests limit; all models: 13 requests
+}

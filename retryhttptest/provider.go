@@ -91,6 +91,15 @@ type ProviderConfig struct {
 	// either is set in another dialect. None when zero.
 	InputTokens, OutputTokens Limit
 
+	// Models gives each model named its own limits, in place of the four
+	// above (ModelLimits): buckets of its own, which no other model's
+	// requests are charged to. A request's model is what RequestModel finds
+	// in its path or body; a request of a model not in Models, or with no
+	// model found, is charged to the four above, which all such requests
+	// share. Nil: every request shares them. NewProvider panics on the
+	// model "".
+	Models map[string]ModelLimits
+
 	// Cost, when set, says what a request costs instead of DefaultCost.
 	// It gets the request and its body, read whole; it may be called from
 	// many goroutines at once. Nil: DefaultCost(body).
@@ -109,6 +118,9 @@ type ProviderConfig struct {
 // how long until it has room, where the dialect says so. An admitted
 // request is answered 200 after the Latency. Every request counts when it
 // arrives, as real providers count, however long its answer then takes.
+// As OpenAI's and Anthropic's, the limits can be per model
+// (ProviderConfig.Models): a model with limits of its own is charged to,
+// refused by and told of its own buckets only.
 //
 // A request that costs more than a whole bucket never has room: in the
 // OpenAI dialect it is refused ("Request too large", with no wait to ask),
@@ -131,31 +143,56 @@ type Provider struct {
 	cfg ProviderConfig
 	clk clock.Clock
 
-	mu     sync.Mutex
-	limits [numLimits]bucket
-	down   time.Time // no request is admitted before it (Outage)
-	stats  ProviderStats
+	mu      sync.Mutex
+	limits  [numLimits]bucket             // the Provider's: of every model not in models
+	models  map[string]*[numLimits]bucket // each of ProviderConfig.Models's own
+	down    time.Time                     // no request is admitted before it (Outage)
+	stats   ProviderStats
+	byModel map[string]*ProviderStats // by RequestModel's model ("" for none)
 }
 
-// NewProvider returns a provider whose buckets are full at the clock's now.
-// It panics on a Dialect that is not one of Dialects, and on InputTokens or
-// OutputTokens set in a dialect other than AnthropicDialect.
+// NewProvider returns a provider whose buckets, the models' too, are full
+// at the clock's now. It panics on a Dialect that is not one of Dialects,
+// on InputTokens or OutputTokens set (in the config or a model's limits) in
+// a dialect other than AnthropicDialect, and on the model "" in Models.
 func NewProvider(cfg ProviderConfig) *Provider {
 	if int(cfg.Dialect) >= len(dialectNames) {
 		panic("retryhttptest: NewProvider: unknown " + cfg.Dialect.String())
 	}
-	if cfg.Dialect != AnthropicDialect && (cfg.InputTokens.Rate > 0 || cfg.OutputTokens.Rate > 0) {
-		panic("retryhttptest: NewProvider: InputTokens and OutputTokens are Anthropic's; the " + cfg.Dialect.String() + " dialect has no words for them")
-	}
-	p := &Provider{cfg: cfg, clk: cfg.Clock}
+	mustSpeak(cfg.Dialect, "", cfg.InputTokens, cfg.OutputTokens)
+	p := &Provider{cfg: cfg, clk: cfg.Clock, models: make(map[string]*[numLimits]bucket, len(cfg.Models)), byModel: make(map[string]*ProviderStats)}
 	if p.clk == nil {
 		p.clk = clock.New()
 	}
 	now := p.clk.Now()
-	for k, l := range []Limit{cfg.Requests, cfg.Tokens, cfg.InputTokens, cfg.OutputTokens} {
-		p.limits[k] = newBucket(l, now)
+	fill := func(b *[numLimits]bucket, limits []Limit) {
+		for k, l := range limits {
+			b[k] = newBucket(l, now)
+		}
+	}
+	fill(&p.limits, []Limit{cfg.Requests, cfg.Tokens, cfg.InputTokens, cfg.OutputTokens})
+	for model, m := range cfg.Models {
+		if model == "" {
+			panic("retryhttptest: NewProvider: Models has the model \"\": a request with no model found has the Provider's limits")
+		}
+		mustSpeak(cfg.Dialect, model, m.InputTokens, m.OutputTokens)
+		p.models[model] = new([numLimits]bucket)
+		fill(p.models[model], m.limits())
 	}
 	return p
+}
+
+// mustSpeak panics when input or output, a limit of model ("" for the
+// Provider's own), is set in a dialect that has no words for it.
+func mustSpeak(d Dialect, model string, input, output Limit) {
+	if d == AnthropicDialect || !(input.Rate > 0) && !(output.Rate > 0) {
+		return
+	}
+	of := ""
+	if model != "" {
+		of = " of model " + strconv.Quote(model)
+	}
+	panic("retryhttptest: NewProvider: InputTokens and OutputTokens" + of + " are Anthropic's; the " + d.String() + " dialect has no words for them")
 }
 
 // ProviderStats is what a Provider counted.
@@ -177,7 +214,8 @@ type ProviderStats struct {
 	LastAdmitted time.Time // when the latest admitted request arrived, on the provider's clock; zero when none
 }
 
-// Stats returns what the provider counted so far.
+// Stats returns what the provider counted so far, of every model
+// (ModelStats counts each).
 func (p *Provider) Stats() ProviderStats {
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -202,7 +240,7 @@ func (p *Provider) Outage(until time.Time) {
 func (p *Provider) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	body, _ := io.ReadAll(r.Body)
 	a := p.answer(r, body)
-	if a.status == http.StatusOK && !p.await(r.Context()) {
+	if a.status == http.StatusOK && !p.await(r.Context(), a.model) {
 		return
 	}
 	h := w.Header()
@@ -235,7 +273,7 @@ func (p *Provider) RoundTrip(req *http.Request) (*http.Response, error) {
 		return nil, fmt.Errorf("retryhttptest: reading the request body: %w", err)
 	}
 	a := p.answer(req, body)
-	if a.status == http.StatusOK && !p.await(req.Context()) {
+	if a.status == http.StatusOK && !p.await(req.Context(), a.model) {
 		return nil, context.Cause(req.Context())
 	}
 	r := Reply{Status: a.status, Header: a.header, Body: string(a.body)}
@@ -243,8 +281,8 @@ func (p *Provider) RoundTrip(req *http.Request) (*http.Response, error) {
 }
 
 // await waits the Latency before a success; false when ctx ended first (the
-// request is then counted Abandoned).
-func (p *Provider) await(ctx context.Context) bool {
+// request of model is then counted Abandoned).
+func (p *Provider) await(ctx context.Context, model string) bool {
 	if p.cfg.Latency <= 0 {
 		return true
 	}
@@ -256,6 +294,7 @@ func (p *Provider) await(ctx context.Context) bool {
 	case <-ctx.Done():
 		p.mu.Lock()
 		p.stats.Abandoned++
+		p.modelStats(model).Abandoned++
 		p.mu.Unlock()
 		return false
 	}
@@ -266,6 +305,7 @@ type answer struct {
 	status int
 	header http.Header
 	body   []byte
+	model  string // RequestModel's
 }
 
 // answer admits or refuses one request, counts it, and says so in the
@@ -277,8 +317,9 @@ func (p *Provider) answer(req *http.Request, body []byte) answer {
 	} else {
 		cost = DefaultCost(body)
 	}
-	v := p.decide(cost)
-	a := answer{status: http.StatusOK, header: make(http.Header)}
+	model := RequestModel(req, body)
+	v := p.decide(model, cost)
+	a := answer{status: http.StatusOK, header: make(http.Header), model: model}
 	d := p.cfg.Dialect
 	d.writeCounts(a.header, &v)
 	if v.admitted() {
@@ -290,7 +331,9 @@ func (p *Provider) answer(req *http.Request, body []byte) answer {
 		return a
 	}
 	a.status = http.StatusTooManyRequests
-	model := readChat(body).Model
+	if model == "" {
+		model = readChat(body).Model
+	}
 	if model == "" {
 		model = "m"
 	}

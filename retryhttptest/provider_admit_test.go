@@ -146,8 +146,16 @@ func TestNewProviderPanics(t *testing.T) {
 	assert.PanicsWithValue(t, "retryhttptest: NewProvider: InputTokens and OutputTokens are Anthropic's; the openai dialect has no words for them", func() {
 		retryhttptest.NewProvider(retryhttptest.ProviderConfig{InputTokens: retryhttptest.PerMinute(10)})
 	})
+	assert.PanicsWithValue(t, `retryhttptest: NewProvider: InputTokens and OutputTokens of model "gpt-4o" are Anthropic's; the gemini dialect has no words for them`, func() {
+		retryhttptest.NewProvider(retryhttptest.ProviderConfig{Dialect: retryhttptest.GeminiDialect,
+			Models: map[string]retryhttptest.ModelLimits{"gpt-4o": {OutputTokens: retryhttptest.PerMinute(10)}}})
+	})
+	assert.PanicsWithValue(t, `retryhttptest: NewProvider: Models has the model "": a request with no model found has the Provider's limits`, func() {
+		retryhttptest.NewProvider(retryhttptest.ProviderConfig{Models: map[string]retryhttptest.ModelLimits{"": {}}})
+	})
 	assert.NotPanics(t, func() {
-		retryhttptest.NewProvider(retryhttptest.ProviderConfig{Dialect: retryhttptest.AnthropicDialect, OutputTokens: retryhttptest.PerMinute(10)})
+		retryhttptest.NewProvider(retryhttptest.ProviderConfig{Dialect: retryhttptest.AnthropicDialect, OutputTokens: retryhttptest.PerMinute(10),
+			Models: map[string]retryhttptest.ModelLimits{"claude-sonnet-4-5": {InputTokens: retryhttptest.PerMinute(10)}}})
 	})
 }
 

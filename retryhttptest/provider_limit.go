@@ -134,65 +134,74 @@ type verdict struct {
 
 func (v *verdict) admitted() bool { return !v.refused }
 
-// decide admits or refuses a request of cost at the clock's now, charges
-// every limit when it admits it, and counts it. The caller does not hold
-// p.mu.
-func (p *Provider) decide(cost Cost) verdict {
+// decide admits or refuses a request for model of cost at the clock's now,
+// charges every limit of the model's (Provider.buckets) when it admits it,
+// and counts it, in Stats and in the model's. The caller does not hold p.mu.
+func (p *Provider) decide(model string, cost Cost) verdict {
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	limits := p.buckets(model)
 	v := verdict{now: p.clk.Now(), costs: [numLimits]int64{cost.Requests, cost.Tokens, cost.InputTokens, cost.OutputTokens}}
-	for k := range p.limits {
-		p.limits[k].refill(v.now)
+	for k := range limits {
+		limits[k].refill(v.now)
 	}
 	if v.now.Before(p.down) {
 		v.refused, v.by, v.wait = true, outageKind, p.down.Sub(v.now)
 	} else {
-		p.check(&v)
+		p.check(limits, &v)
 	}
-	s := &p.stats
-	s.Requests++
-	if v.refused {
-		s.Refused++
-		switch v.by {
-		case requestsLimit:
-			s.RefusedRequests++
-		case tokensLimit:
-			s.RefusedTokens++
-		case inputTokensLimit:
-			s.RefusedInputTokens++
-		case outputTokensLimit:
-			s.RefusedOutputTokens++
-		default:
-			s.RefusedOutage++
-		}
-		if v.large {
-			s.TooLarge++
-		}
-	} else {
-		for k := range p.limits {
-			if p.limits[k].on && v.costs[k] > 0 {
-				p.limits[k].level -= float64(v.costs[k])
+	if !v.refused {
+		for k := range limits {
+			if limits[k].on && v.costs[k] > 0 {
+				limits[k].level -= float64(v.costs[k])
 			}
 		}
+	}
+	p.stats.count(&v, cost)
+	p.modelStats(model).count(&v, cost)
+	for k := range limits {
+		v.states[k] = limits[k].state()
+	}
+	return v
+}
+
+// count counts in s a request of cost that v admitted or refused.
+func (s *ProviderStats) count(v *verdict, cost Cost) {
+	s.Requests++
+	if !v.refused {
 		s.Admitted++
 		s.Tokens += max(0, cost.Tokens)
 		s.InputTokens += max(0, cost.InputTokens)
 		s.OutputTokens += max(0, cost.OutputTokens)
 		s.LastAdmitted = v.now
+		return
 	}
-	for k := range p.limits {
-		v.states[k] = p.limits[k].state()
+	s.Refused++
+	switch v.by {
+	case requestsLimit:
+		s.RefusedRequests++
+	case tokensLimit:
+		s.RefusedTokens++
+	case inputTokensLimit:
+		s.RefusedInputTokens++
+	case outputTokensLimit:
+		s.RefusedOutputTokens++
+	default:
+		s.RefusedOutage++
 	}
-	return v
+	if v.large {
+		s.TooLarge++
+	}
 }
 
-// check refuses v when a limit has no room for its cost, naming the one
-// that refused: in the OpenAI dialect a cost larger than its whole bucket
-// first (it can never succeed), else the limit with the longest wait (the
-// first of equals), so that a client that waits what it is told finds room.
-func (p *Provider) check(v *verdict) {
-	for k := range p.limits {
-		ok, wait, large := p.limits[k].room(v.costs[k])
+// check refuses v when one of limits has no room for its cost, naming the
+// one that refused: in the OpenAI dialect a cost larger than its whole
+// bucket first (it can never succeed), else the limit with the longest wait
+// (the first of equals), so that a client that waits what it is told finds
+// room.
+func (p *Provider) check(limits *[numLimits]bucket, v *verdict) {
+	for k := range limits {
+		ok, wait, large := limits[k].room(v.costs[k])
 		never := large && p.cfg.Dialect == OpenAIDialect
 		if ok && !never {
 			continue
