@@ -24,8 +24,8 @@
 --          A                                    OpAlive
 --          P                                    OpProbeEnd
 --          N                                    a kind unknown here: nothing
--- Returns "now wait took refused unavailable probe stale publish " and the
--- Record after the ops, in store's encoding: one reply.
+-- Returns the State after the ops in store's encoding (State.MarshalBinary):
+-- "now wait took refused unavailable probe stale publish" and the Record.
 
 -- TIME before a write: Redis 5+ replicates a script by its effects; on 3.2
 -- and 4 this call makes it so, elsewhere it is a no-op.
@@ -179,7 +179,7 @@ end
 -- WRONGTYPE from failing.
 local raw = redis.pcall('GET', KEYS[1])               -- a string, false (none), or an error table
 local st = nil
-if type(raw) == 'string' then
+if type(raw) == 'string' and #raw <= 8192 then         -- longer than store.MaxEncoded: junk, unparsed
   local ok, got = pcall(decode, raw)                  -- a bad record raises inside decode
   if ok and valid(got) then st = got end
 end

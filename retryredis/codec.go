@@ -11,9 +11,9 @@ import (
 )
 
 // The wire between Go and apply.lua: the ops of an Apply as the script
-// reads them (ARGV[3]), and its reply: a few words (Redis's now, what the
-// ops did) and the Record in store's own encoding, which Go decodes with
-// store.Record.UnmarshalBinary. Times cross as whole µs of Redis's clock (0
+// reads them (ARGV[3]), and its reply: the State in store's own encoding
+// (Redis's now, what the ops did, and the Record), which Go decodes with
+// store.State.UnmarshalBinary. Times cross as whole µs of Redis's clock (0
 // is the zero Time), so that a Mark the Store gave out comes back exactly;
 // Per, Burst, costs and charges as shortest-exact decimals; a lane's Rates
 // as "n:" and its bytes.
@@ -100,31 +100,15 @@ func micros(t time.Time) int64 {
 	return t.UnixMicro()
 }
 
-// parseReply reads apply.lua's reply: "now wait took refused unavailable
-// probe stale publish" and the Record.
+// parseReply reads apply.lua's reply: a State in store's encoding
+// (store.State.MarshalBinary).
 func parseReply(s string) (store.State, error) {
 	var st store.State
-	var w [8]int64
-	for i := range w {
-		word, rest, ok := strings.Cut(s, " ")
-		v, err := strconv.ParseInt(word, 10, 64)
-		if !ok || err != nil {
-			return store.State{}, errReply
-		}
-		w[i], s = v, rest
-	}
-	if w[0] <= 0 || w[1] < -maxMicros || w[1] > maxMicros {
-		return store.State{}, errReply
-	}
-	st.Now, st.Wait = time.UnixMicro(w[0]), time.Duration(w[1])*time.Microsecond
-	st.Took, st.Refused, st.Unavailable, st.Probe, st.Stale, st.Publish = w[2] != 0, w[3] != 0, w[4] != 0, w[5] != 0, w[6] != 0, w[7] != 0
-	if err := st.Record.UnmarshalBinary([]byte(s)); err != nil {
+	if err := st.UnmarshalBinary([]byte(s)); err != nil {
 		return store.State{}, errReply
 	}
 	return st, nil
 }
-
-const maxMicros = math.MaxInt64 / int64(time.Microsecond)
 
 // parseMessage reads what apply.lua publishes: the sender's id, its Redis
 // key ("n:" and the key) and its reply.

@@ -30,9 +30,12 @@ type Result struct {
 // and span it writes is whole microseconds (so that a Store with Lua's
 // numbers, as retryredis's, computes the same to the bit).
 //
-// A Record that is not Valid at now is read as the zero Record. With no
-// ops, Apply changes nothing (a read). Otherwise Seq becomes the larger
-// of Seq+1 and now in µs, and each op does what its kind says:
+// A Record that is not Valid at now is read as the zero Record: with ops,
+// they apply to it; with none (a read), r becomes the zero Record all the
+// same, and a Store need not write it back (the next Apply with ops
+// overwrites the junk). Otherwise a read changes nothing. With ops, Seq
+// becomes the larger of Seq+1 and now in µs, and each op does what its
+// kind says:
 //
 //   - OpTake gives a send its slot: its wait is the latest, over every lane
 //     it costs something on, of the lane's hold (Until) and, on a paced lane

@@ -24,8 +24,10 @@
 // start again), to expire at Record.Expires. Return a State with that now,
 // the Record and the Result. When the Result's Publish is set, hand the
 // State to the Listen of every other process (a pub/sub channel, a
-// notification, a poll of recently changed keys). The Example shows one
-// over a compare-and-swap map, in about 50 lines. The package storetest
+// notification, a poll of recently changed keys: State.MarshalBinary is
+// what to send). The package's Example (go doc does not print examples:
+// see pkg.go.dev, or example_test.go in this directory) is a Store over a
+// compare-and-swap map, in about 50 lines. The package storetest
 // checks a Store against these rules: run it in the Store's tests.
 //
 // The rules a Store keeps:
@@ -43,7 +45,14 @@
 //     Valid, are read as the zero Record and overwritten; never a panic.
 //   - A key has an end: a Store may drop it once it Expires.
 //   - Bounded: an Apply answers within the Store's own bound (tens of
-//     milliseconds); an error leaves the call to its process's own state.
+//     milliseconds; the caller's context may have no deadline); an error
+//     leaves the call to its process's own state. Bytes longer than
+//     MaxEncoded are junk, read without being parsed.
+//
+// The rule numbers cited here (R17, R23, R24, R25) are those of RULES.md,
+// at the root of the repository
+// (https://github.com/retryhttp/retryhttp/blob/main/RULES.md): R17 the
+// Cooldown, R23 tokens, R24 a fleet's Store, R25 the circuit.
 //
 // Only Redis needs a script, to apply ops in one round trip:
 // github.com/retryhttp/retryhttp/retryredis runs Apply's steps in Lua,

@@ -31,7 +31,8 @@ var ErrEncoding = errors.New("store: not an encoded Record")
 
 const magic = "r3"
 
-// MarshalBinary returns r's encoding. It never fails.
+// MarshalBinary returns r's encoding. It never fails; a Record that is not
+// Valid may encode to bytes that UnmarshalBinary reads as junk.
 func (r Record) MarshalBinary() ([]byte, error) {
 	return r.AppendBinary(make([]byte, 0, 64+96*len(r.Lanes)))
 }
@@ -62,20 +63,36 @@ func (r Record) AppendBinary(b []byte) ([]byte, error) {
 	return b, nil
 }
 
-// UnmarshalBinary sets r from its encoding; on bytes that are not one it
-// returns ErrEncoding and leaves r the zero Record. Values it reads are
-// not checked against a clock: Apply reads a Record that is not Valid as
-// the zero Record.
+// UnmarshalBinary sets r from its encoding. On bytes that are not one
+// (or are longer than MaxEncoded) it returns ErrEncoding and sets r to the
+// zero Record: a Store that reads junk applies its ops to nothing. Values
+// are not checked against a clock: Apply reads a Record that is not Valid
+// at its now as the zero Record.
 func (r *Record) UnmarshalBinary(b []byte) error {
-	*r = Record{}
-	d := decoder{s: string(b)}
-	if d.word() != magic {
+	var got Record
+	if len(b) > MaxEncoded || !got.decode(&decoder{s: string(b)}) {
+		*r = Record{}
 		return ErrEncoding
+	}
+	*r = got
+	return nil
+}
+
+// MaxEncoded is more than the encoding of any Valid Record takes (8
+// lanes with Rates of MaxRates bytes: about 4 KiB). Longer bytes are junk,
+// read as the zero Record without being parsed (a key that held 8 MiB took
+// a tenth of a second to read).
+const MaxEncoded = 8 << 10
+
+// decode reads a Record's encoding from d, to its end; false on junk.
+func (r *Record) decode(d *decoder) bool {
+	if d.word() != magic {
+		return false
 	}
 	r.Seq = d.uint()
 	n := d.int()
-	if n < 0 || n > MaxLanes {
-		return ErrEncoding
+	if n < 0 || n > MaxLanes || d.bad {
+		return false
 	}
 	if n > 0 {
 		r.Lanes = make([]Lane, n)
@@ -90,10 +107,40 @@ func (r *Record) UnmarshalBinary(b []byte) error {
 	c := &r.Circuit
 	c.Failures, c.From, c.Many = int(d.int()), d.uint(), d.bool()
 	c.Last, c.Open, c.Since, c.Probe = d.time(), d.time(), d.time(), d.time()
-	if d.bad || d.s != "" {
-		*r = Record{}
+	return !d.bad && d.s == ""
+}
+
+// MarshalBinary returns the encoding of st as a process sends it to
+// another (Listen): the Store's now and what the ops did, then the Record.
+// It is what retryredis's script replies and publishes:
+//
+//	Now Wait Took Refused Unavailable Probe Stale Publish Record
+//
+// with Now in µs since the Unix epoch, Wait in µs, the flags 0 or 1. It
+// never fails. (Without it, an encoder that asks for a BinaryMarshaler,
+// gob's, would take the Record's, which State embeds, and drop the rest.)
+func (st State) MarshalBinary() ([]byte, error) {
+	b := strconv.AppendInt(nil, st.Now.UnixMicro(), 10)
+	b = appendInt(b, st.Wait.Microseconds())
+	for _, f := range [...]bool{st.Took, st.Refused, st.Unavailable, st.Probe, st.Stale, st.Publish} {
+		b = appendBool(b, f)
+	}
+	return st.Record.AppendBinary(append(b, ' '))
+}
+
+// UnmarshalBinary sets st from what MarshalBinary wrote; on anything else
+// it returns ErrEncoding and sets st to the zero State.
+func (st *State) UnmarshalBinary(b []byte) error {
+	var got State
+	d := &decoder{s: string(b)}
+	now, wait := d.int(), d.span()
+	got.Took, got.Refused, got.Unavailable, got.Probe, got.Stale, got.Publish = d.bool(), d.bool(), d.bool(), d.bool(), d.bool(), d.bool()
+	if d.bad || now <= 0 || now > maxMicros || len(d.s) > MaxEncoded || !got.decode(d) {
+		*st = State{}
 		return ErrEncoding
 	}
+	got.Now, got.Wait = time.UnixMicro(now).UTC(), wait
+	*st = got
 	return nil
 }
 
@@ -174,7 +221,7 @@ func (p *decoder) time() time.Time {
 		p.bad = true
 		return time.Time{}
 	}
-	return time.UnixMicro(v)
+	return time.UnixMicro(v).UTC()
 }
 
 func (p *decoder) span() time.Duration {
