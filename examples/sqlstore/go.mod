@@ -2,10 +2,8 @@ module github.com/retryhttp/retryhttp/examples/sqlstore
 
 go 1.26.0
 
-replace github.com/retryhttp/retryhttp => ../..
-
 require (
-	github.com/retryhttp/retryhttp v0.0.0
+	github.com/retryhttp/retryhttp v0.0.0-20261203115159-cf2b77fce11a
 	modernc.org/sqlite v1.62.0
 )
 
