@@ -22,7 +22,8 @@ import (
 
 // A Fleet makes the replicas' Stores on one Redis and closes them.
 type Fleet struct {
-	Addr string
+	Addr   string
+	Prefix string // of every Redis key (retryredis.WithPrefix); "" is retryredis's default
 
 	mu      sync.Mutex
 	closers []func()
@@ -32,18 +33,30 @@ type Fleet struct {
 // Cooldown keeps its state on f's Redis, with a Redis client of its own.
 func (f *Fleet) Lib() Lib {
 	return Lib{Name: "retryhttp+cooldown+retries10+redis", Retries: true, Wrap: func(base http.RoundTripper, b Backoff) http.RoundTripper {
-		rdb := redis.NewClient(&redis.Options{Addr: f.Addr})
-		store := retryredis.NewStore(rdb)
-		f.mu.Lock()
-		f.closers = append(f.closers, func() { _ = store.Close(); _ = rdb.Close() })
-		f.mu.Unlock()
-		cd := retryhttp.NewCooldown(nil, retryhttp.WithStore(store))
+		cd := f.Cooldown()
 		return retryhttp.New(base, append(retryhttpOptions(b), retryhttp.WithCooldown(cd), retryhttp.WithMaxRetries(10))...)
 	}}
 }
 
-// Reset closes the Stores made so far and empties the Redis, so that the
-// next row starts clean.
+// Cooldown is one replica's Cooldown, with opts, keeping its state on f's
+// Redis under f's Prefix through a Store and a Redis client of its own;
+// Reset closes all three.
+func (f *Fleet) Cooldown(opts ...retryhttp.CooldownOption) *retryhttp.Cooldown {
+	rdb := redis.NewClient(&redis.Options{Addr: f.Addr})
+	var so []retryredis.Option
+	if f.Prefix != "" {
+		so = append(so, retryredis.WithPrefix(f.Prefix))
+	}
+	store := retryredis.NewStore(rdb, so...)
+	cd := retryhttp.NewCooldown(nil, append([]retryhttp.CooldownOption{retryhttp.WithStore(store)}, opts...)...)
+	f.mu.Lock()
+	f.closers = append(f.closers, func() { _ = cd.Close(); _ = store.Close(); _ = rdb.Close() })
+	f.mu.Unlock()
+	return cd
+}
+
+// Reset closes the Cooldowns and Stores made so far and empties the Redis,
+// so that the next row starts clean.
 func (f *Fleet) Reset() error {
 	f.mu.Lock()
 	closers := f.closers

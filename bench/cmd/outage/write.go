@@ -1,0 +1,225 @@
+package main
+
+// The markdown the command prints: a header of the parameters and the
+// machine, then a table per fault.
+
+import (
+	"fmt"
+	"io"
+	"math"
+	"os"
+	"os/exec"
+	"runtime"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/retryhttp/retryhttp/bench"
+)
+
+func write(w io.Writer, cfg bench.BlackoutConfig, runs int, cmd string, started time.Time, total time.Duration, m env, tables []table) {
+	fmt.Fprintf(w, "## An outage (issue 30)\n\n")
+	fmt.Fprintf(w, "| | |\n|---|---|\n")
+	fmt.Fprintf(w, "| date | %s |\n", started.UTC().Format("2006-01-02 15:04 UTC"))
+	fmt.Fprintf(w, "| machine | %s, %d cores, shared with other work; load average %s at start, %s at end, the 1-minute one from %s to %s after the rows |\n",
+		m.cpu, runtime.NumCPU(), m.loadStart, m.loadEnd, m.low, m.high)
+	fmt.Fprintf(w, "| Go | %s %s/%s |\n", runtime.Version(), runtime.GOOS, runtime.GOARCH)
+	fmt.Fprintf(w, "| commit | %s |\n", m.commit)
+	fmt.Fprintf(w, "| provider | an httptest server on 127.0.0.1 that answers a small chat completion 200 at once, but from %s to %s after the start (as a request arrives) fails: 503 at once, or reads the request and resets the connection (hijack, SO_LINGER 0, close); a fresh one per row |\n", secs(cfg.DownFrom), secs(cfg.DownUntil))
+	fmt.Fprintf(w, "| calls | open loop: %d a second for %s (%d calls), each on its own goroutine at a fixed time whatever the others do, a POST of a small chat request through an http.Client, its body read to the end; a %s context deadline each; ok iff 200 |\n", cfg.Rate, secs(cfg.Duration), int(int64(cfg.Duration)*int64(cfg.Rate)/int64(time.Second)), secs(cfg.Timeout))
+	fmt.Fprintf(w, "| clients | each row its own base transports (net/http's default, no proxy, one pool per replica); K replicas get the calls round robin, each its own Transport (and Quota, Cooldown or breaker); rows one after another, %d run(s) of each row per fault |\n", runs)
+	fmt.Fprintf(w, "| command | `%s` (from bench/), %s in all |\n", cmd, secs(total))
+	for _, t := range tables {
+		writeTable(w, t)
+	}
+	fmt.Fprintf(w, "\n*requests per call*: requests that reached the provider during the outage over the calls started during it. *time to fail*: from `Do` to the end, of the calls started during the outage that failed (all of them, or all but those a retry carried past the return: see *failed*). *first success*: from the provider's return to the first 200 any call got. *share ok*: of the calls started in the %s after the return, those that got a 200. *Ranges* are min–max over the runs, each column on its own. *targets met*: runs that met all the row's targets, and which were missed in any run; — is a row with no target.\n", secs(cfg.After))
+}
+
+func writeTable(w io.Writer, t table) {
+	c := t.cfg
+	fmt.Fprintf(w, "\n### %s\n\n", map[bench.Fault]string{bench.Fault503: "503 during the outage", bench.FaultReset: "Connections reset during the outage"}[c.Fault])
+	fmt.Fprintf(w, "| client | K | requests per call | time to fail p50 | p99 | failed (of started) | first success | share ok | targets met |\n")
+	fmt.Fprintf(w, "|---|--:|--:|--:|--:|--:|--:|--:|---|\n")
+	var errs []string
+	for i, row := range t.rows {
+		rs := t.reports[i]
+		fmt.Fprintf(w, "| %s | %d | %s | %s | %s | %s (%s) | %s | %s | %s |\n", row.Name, max(row.Replicas, 1),
+			span(rs, "%.4f", bench.BlackoutReport.PerCall),
+			durSpan(rs, "—", failed(bench.BlackoutReport.FailP50)), durSpan(rs, "—", failed(bench.BlackoutReport.FailP99)),
+			span(rs, "%.0f", func(r bench.BlackoutReport) float64 { return float64(len(r.FailTimes)) }),
+			span(rs, "%.0f", func(r bench.BlackoutReport) float64 { return float64(r.DownCalls) }),
+			durSpan(rs, "none", func(r bench.BlackoutReport) time.Duration { return r.FirstOK }),
+			span(rs, "%.3f", bench.BlackoutReport.AfterShare), met(row.Targets, rs))
+		for _, r := range rs {
+			if r.FirstErr != "" {
+				errs = append(errs, fmt.Sprintf("- %s: `%s`", row.Name, cut(r.FirstErr, 200)))
+				break
+			}
+		}
+	}
+	fmt.Fprintf(w, "\nTargets (issue 30): one process ≤ 0.012 requests per call, p50 of a refused call ≤ 100 µs, first success ≤ Open + 150 ms, share ok ≥ 0.97; 8 replicas on one Redis ≤ 0.015, first success ≤ Open + 250 ms, share ok ≥ 0.95 (Open = 1 s).\n")
+	if len(errs) > 0 {
+		fmt.Fprintf(w, "\nErrors handed back, one per row that returned any:\n\n%s\n", strings.Join(errs, "\n"))
+	}
+}
+
+// span is the range of f over the runs, each end written with format: one
+// value when both ends read the same, else "min–max"; — when f is NaN in
+// every run.
+func span(rs []bench.BlackoutReport, format string, f func(bench.BlackoutReport) float64) string {
+	lo, hi := math.Inf(1), math.Inf(-1)
+	for _, r := range rs {
+		if v := f(r); !math.IsNaN(v) {
+			lo, hi = min(lo, v), max(hi, v)
+		}
+	}
+	if lo > hi {
+		return "—"
+	}
+	a, b := fmt.Sprintf(format, lo), fmt.Sprintf(format, hi)
+	if a == b {
+		return a
+	}
+	return a + "–" + b
+}
+
+// failed is f, or -1 for a run in which no call failed during the outage.
+func failed(f func(bench.BlackoutReport) time.Duration) func(bench.BlackoutReport) time.Duration {
+	return func(r bench.BlackoutReport) time.Duration {
+		if len(r.FailTimes) == 0 {
+			return -1
+		}
+		return f(r)
+	}
+}
+
+// cut is s cut to n bytes at most, "…" marking a cut (failsafe-go's error
+// prints a whole response).
+func cut(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return strings.ToValidUTF8(s[:n], "") + "…"
+}
+
+// durSpan is span for durations, "1.39–1.52 s" when both ends have the
+// same unit; a run where f is negative is none, which reads as absent when
+// every run is.
+func durSpan(rs []bench.BlackoutReport, absent string, f func(bench.BlackoutReport) time.Duration) string {
+	var ds []time.Duration
+	none := false
+	for _, r := range rs {
+		if d := f(r); d >= 0 {
+			ds = append(ds, d)
+		} else {
+			none = true
+		}
+	}
+	s := absent
+	if len(ds) > 0 {
+		a, b := secs(slices.Min(ds)), secs(slices.Max(ds))
+		an, au, _ := strings.Cut(a, " ")
+		bn, bu, _ := strings.Cut(b, " ")
+		switch {
+		case a == b:
+			s = a
+		case au == bu:
+			s = an + "–" + bn + " " + bu
+		default:
+			s = a + "–" + b
+		}
+		if none {
+			s += ", " + absent
+		}
+	}
+	return s
+}
+
+// met says in how many runs r met every target of t, and names the
+// targets missed in any; — when t is no target.
+func met(t bench.BlackoutTargets, rs []bench.BlackoutReport) string {
+	if t == (bench.BlackoutTargets{}) {
+		return "—"
+	}
+	all := 0
+	var missed []string
+	for _, r := range rs {
+		m := t.Missed(r)
+		if len(m) == 0 {
+			all++
+		}
+		missed = append(missed, m...)
+	}
+	order := []string{"per call", "p50", "first ok", "share ok"} // Missed's
+	slices.SortStableFunc(missed, func(a, b string) int { return slices.Index(order, a) - slices.Index(order, b) })
+	missed = slices.Compact(missed)
+	s := fmt.Sprintf("%d/%d", all, len(rs))
+	if len(missed) > 0 {
+		s += " (" + strings.Join(missed, ", ") + ")"
+	}
+	return s
+}
+
+// secs writes d in µs below a millisecond, in ms below a second (to 0.1 ms
+// below 10 ms), else in seconds.
+func secs(d time.Duration) string {
+	switch {
+	case d < time.Millisecond:
+		return fmt.Sprintf("%.0f µs", float64(d)/float64(time.Microsecond))
+	case d < 10*time.Millisecond:
+		return fmt.Sprintf("%.1f ms", float64(d)/float64(time.Millisecond))
+	case d < time.Second:
+		return fmt.Sprintf("%.0f ms", float64(d)/float64(time.Millisecond))
+	}
+	return fmt.Sprintf("%.2f s", d.Seconds())
+}
+
+// env is the machine: its CPU, the commit, and its load averages.
+type env struct {
+	cpu, commit, loadStart, loadEnd string
+	low, high                       string // of the 1-minute load average, sampled after each row
+	lo, hi                          float64
+}
+
+func machine() env {
+	e := env{cpu: "unknown CPU", commit: "unknown", loadStart: loadavg(), lo: math.Inf(1), hi: math.Inf(-1), low: "?", high: "?"}
+	if b, err := os.ReadFile("/proc/cpuinfo"); err == nil {
+		for _, line := range strings.Split(string(b), "\n") {
+			if k, v, ok := strings.Cut(line, ":"); ok && strings.TrimSpace(k) == "model name" {
+				e.cpu = strings.TrimSpace(v)
+				break
+			}
+		}
+	}
+	if b, err := exec.Command("git", "rev-parse", "--short=12", "HEAD").Output(); err == nil {
+		e.commit = strings.TrimSpace(string(b))
+		if st, err := exec.Command("git", "status", "--porcelain", "--untracked-files=no").Output(); err == nil && len(strings.TrimSpace(string(st))) > 0 {
+			e.commit += " (with uncommitted changes)"
+		}
+	}
+	return e
+}
+
+// sample notes the 1-minute load average now.
+func (e *env) sample() {
+	f := strings.Fields(loadavg())
+	if len(f) == 0 {
+		return
+	}
+	v, err := strconv.ParseFloat(f[0], 64)
+	if err != nil {
+		return
+	}
+	e.lo, e.hi = min(e.lo, v), max(e.hi, v)
+	e.low, e.high = strconv.FormatFloat(e.lo, 'f', 2, 64), strconv.FormatFloat(e.hi, 'f', 2, 64)
+}
+
+// loadavg is the 1, 5 and 15 minute load averages, "?" when unknown.
+func loadavg() string {
+	b, err := os.ReadFile("/proc/loadavg")
+	if f := strings.Fields(string(b)); err == nil && len(f) >= 3 {
+		return strings.Join(f[:3], " ")
+	}
+	return "?"
+}
