@@ -26,7 +26,7 @@
 // State to the Listen of every other process (a pub/sub channel, a
 // notification, a poll of recently changed keys: State.MarshalBinary is
 // what to send). The package's Example (go doc does not print examples:
-// see pkg.go.dev, or example_test.go in this directory) is a Store over a
+// see it at pkg.go.dev, or in this directory's example_test.go) is a Store over a
 // compare-and-swap map, in about 50 lines. The package storetest
 // checks a Store against these rules: run it in the Store's tests.
 //
