@@ -26,9 +26,10 @@
 // State to the Listen of every other process (a pub/sub channel, a
 // notification, a poll of recently changed keys: State.MarshalBinary is
 // what to send). The package's Example (go doc does not print examples:
-// see it at pkg.go.dev, or in this directory's example_test.go) is a Store over a
-// compare-and-swap map, in about 50 lines. The package storetest
-// checks a Store against these rules: run it in the Store's tests.
+// read it on the package's page of the Go docs site, or in this
+// directory's example_test.go) is a Store over a compare-and-swap map, in
+// about 50 lines. The package storetest checks a Store against these
+// rules: run it in the Store's tests.
 //
 // The rules a Store keeps:
 //
