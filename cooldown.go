@@ -150,6 +150,9 @@ type cooling struct {
 	wake    chan struct{}     // closed when the sends waiting may go sooner (woken)
 	pending []pendingOp       // sent with the next take (R24: a paced send costs one round trip)
 	own     [numLanes]ownHold // the holds this process armed on its own answers (restore)
+	// scaledAt is when each lane's schedule was last scaled to a new rate,
+	// for the sends that slept through it (scaledDue).
+	scaledAt [numLanes]time.Time
 	// row is the circuit of this process's own tries, with a shared Store
 	// (R25: it refuses this process's calls when its own network fails,
 	// and goes on when the Store fails); logged: the key's circuit is down

@@ -74,11 +74,16 @@ func (e *cooling) applyLocal(now time.Time, ops []store.Op) {
 	}
 	e.st.Result = store.Apply(&e.st.Record, now, ops)
 	e.st.Now = now
+	faster := false
 	for l := range numLanes {
-		if s := e.st.Lane(l).Scaled; s < scaled[l] && scaled[l] > 0 {
-			e.wakeAll()
-			return
+		s := e.st.Lane(l).Scaled
+		if s != scaled[l] {
+			e.scaledAt[l] = now
 		}
+		faster = faster || s < scaled[l] && scaled[l] > 0
+	}
+	if faster {
+		e.wakeAll()
 	}
 }
 

@@ -375,14 +375,43 @@ func (e *cooling) more(now time.Time, tk *ticket) (w time.Duration, fromHold boo
 		if !tk.retry {
 			moved += s.Pushed - tk.pushedAt[l]
 		}
-		due := tk.due[l].Add(moved)
-		if s.Scaled != tk.perAt[l] && tk.perAt[l] > 0 && due.After(now) {
-			due = addNs(now, float64(due.Sub(now))*s.Scaled/tk.perAt[l])
-		}
+		due := e.scaledDue(l, now, tk).Add(moved)
 		tk.due[l], tk.perAt[l], tk.shiftAt[l], tk.pushedAt[l] = due, s.Scaled, s.Shift, s.Pushed
 		w = max(w, due.Sub(now))
 	}
 	return w, fromHold
+}
+
+// scaledDue is tk's due on lane l scaled to the lane's rate, if it changed
+// since: what was left of it when the schedule was scaled (scaledAt) is
+// stretched or shrunk as the schedule's end was (store.Apply's OpRates),
+// before the holds and retries since move it on. Scaled from now instead, a
+// send that slept to its slot through a slower rate went at the old one
+// (the start's queue, slotted at a guess, went at twice the rate of the cut
+// that came while it slept, every other send refused). e.mu is held.
+func (e *cooling) scaledDue(l laneID, now time.Time, tk *ticket) time.Time {
+	due, scaled := tk.due[l], e.st.Lane(l).Scaled
+	if scaled == tk.perAt[l] || tk.perAt[l] <= 0 {
+		return due
+	}
+	at := e.scaledAt[l]
+	if at.IsZero() || at.After(now) {
+		at = now
+	}
+	if !due.After(at) {
+		return due
+	}
+	return addNs(at, float64(due.Sub(at))*scaled/tk.perAt[l])
+}
+
+// noteScaled keeps when each lane's schedule was scaled to a new rate: the
+// lanes of st whose Scaled differs from e's state's, at now. e.mu is held.
+func (e *cooling) noteScaled(st *store.Record, now time.Time) {
+	for l := range numLanes {
+		if st.Lane(l).Scaled != e.st.Lane(l).Scaled {
+			e.scaledAt[l] = now
+		}
+	}
 }
 
 // woken is what wakes the sends of e's key waiting for their slots: closed
@@ -404,6 +433,7 @@ func (e *cooling) adopt(st store.State) {
 	if st.Seq < e.st.Seq {
 		return
 	}
+	e.noteScaled(&st.Record, st.Now) // (st.Now: the Cooldown's clock, onClock)
 	faster := false
 	for l := range numLanes {
 		if old := e.st.Lane(l).Scaled; st.Lane(l).Scaled < old && old > 0 {
