@@ -218,7 +218,7 @@ func logRetry(l *zap.Logger, r *http.Request, retry, maxRetries, status int, wai
 }
 
 // logGiveUp writes the give-up entry of a call that stops before a try is
-// sent (a Cooldown's hold, hold.go): no server asked anything of it.
+// sent (a Cooldown's hold, cooldown_call.go): no server asked anything of it.
 func logGiveUp(cfg *config, r *http.Request, reason Outcome, tries int, waited time.Duration, status int, err error) {
 	logGiveUpAfter(cfg, r, reason, tries, waited, status, askNone, err)
 }

@@ -125,7 +125,7 @@ func (st State) MarshalBinary() ([]byte, error) {
 	for _, f := range [...]bool{st.Took, st.Refused, st.Unavailable, st.Probe, st.Stale, st.Publish} {
 		b = appendBool(b, f)
 	}
-	return st.Record.AppendBinary(append(b, ' '))
+	return st.AppendBinary(append(b, ' '))
 }
 
 // UnmarshalBinary sets st from what MarshalBinary wrote; on anything else
