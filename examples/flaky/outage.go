@@ -26,11 +26,11 @@ func outage() error {
 			w.WriteHeader(http.StatusServiceUnavailable) // Anthropic's 529, Gemini's 503: down, not busy
 			return
 		}
-		fmt.Fprint(w, `{"answer":"primary"}`)
+		_, _ = fmt.Fprint(w, `{"answer":"primary"}`)
 	}))
 	defer primary.Close()
 	fallback := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
-		fmt.Fprint(w, `{"answer":"fallback"}`)
+		_, _ = fmt.Fprint(w, `{"answer":"fallback"}`)
 	}))
 	defer fallback.Close()
 
