@@ -327,7 +327,7 @@ func (c *Cooldown) find(req *http.Request, body io.Closer) *cooling {
 	}
 	var buf [96]byte
 	k := appendOriginKey(buf[:0], req)
-	if len(k) > maxKeyLen {
+	if len(k) > maxKeyLen || hashedForm(k) {
 		return ws.m[boundKey(string(k))]
 	}
 	return ws.m[string(k)]
