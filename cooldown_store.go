@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/retryhttp/retryhttp/store"
+	"go.uber.org/zap"
 )
 
 // The Cooldown's side of its Store (R24): every op goes through apply, a
@@ -42,6 +43,7 @@ func (c *Cooldown) apply(ctx context.Context, e *cooling, ops []store.Op, reply 
 		err = checkReply(&st, ops)
 	}
 	clampSeq(&st)
+	c.noteStore(err)
 	now := c.now()
 	e.mu.Lock()
 	defer e.mu.Unlock()
@@ -62,6 +64,28 @@ func (c *Cooldown) apply(ctx context.Context, e *cooling, ops []store.Op, reply 
 	e.restore(&local, now)
 	e.adopt(local)
 	c.noteCircuit(e, now)
+}
+
+// The entries of a Store failing and working again (R24).
+const (
+	msgStoreFailing = "retryhttp: Store failing — pacing on the process's own state"
+	msgStoreBack    = "retryhttp: Store working again — pacing with the fleet"
+)
+
+// noteStore writes one Warn entry when c's Store starts failing (err, an
+// Apply's: an error, or a reply that cannot be true), and one Info when it
+// works again, on c's logger; never one per failed Apply. A Store's errors
+// are otherwise dropped, each call going on with its process's own state:
+// a Store that always fails was invisible (issue 29).
+func (c *Cooldown) noteStore(err error) {
+	if (err != nil) == c.storeFailing.Load() || !c.storeFailing.CompareAndSwap(err == nil, err != nil) {
+		return // no change, or another Apply noted it
+	}
+	if err != nil {
+		c.logger().Warn(msgStoreFailing, zap.String("error", err.Error()))
+		return
+	}
+	c.logger().Info(msgStoreBack)
 }
 
 // applyLocal applies ops to e's state at now, on the Cooldown's clock,
