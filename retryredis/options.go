@@ -46,7 +46,8 @@ func defaultConfig() config {
 // state is p+"key:"+key, the index of keys armed lately p+"armed", and the
 // pub/sub channel p+"armed" too. The default is "retryhttp:"; "" is no
 // prefix at all. Stores share state only when their prefixes are equal:
-// give each fleet (each provider account) its own.
+// give each fleet (each provider account) its own. A prefix may not hold
+// "key:" (its keys would meet another prefix's: NewStore panics).
 func WithPrefix(p string) Option {
 	return func(c *config) { c.prefix = p }
 }

@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -83,7 +84,9 @@ type Store struct {
 
 // NewStore returns a Store on rdb (a *redis.Client, *redis.ClusterClient,
 // *redis.Ring, or any UniversalClient): every script touches one key, so
-// Redis Cluster works. It panics when rdb is nil. Nil options are ignored.
+// Redis Cluster works. It panics when rdb is nil, and on a prefix holding
+// "key:" (WithPrefix), whose keys would meet another prefix's. Nil options
+// are ignored.
 func NewStore(rdb redis.UniversalClient, opts ...Option) *Store {
 	if rdb == nil {
 		panic("retryredis: NewStore: nil client")
@@ -93,6 +96,9 @@ func NewStore(rdb redis.UniversalClient, opts ...Option) *Store {
 		if opt != nil {
 			opt(&cfg)
 		}
+	}
+	if strings.Contains(cfg.prefix, "key:") {
+		panic(fmt.Sprintf("retryredis: WithPrefix(%q): a prefix may not hold \"key:\": its keys would meet another prefix's", cfg.prefix))
 	}
 	var id [8]byte
 	_, _ = rand.Read(id[:])
