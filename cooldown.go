@@ -163,10 +163,13 @@ type cooling struct {
 	since  time.Time
 }
 
-// ownHold is a hold a process armed on an answer it got itself.
+// ownHold is a hold a process armed on an answer it got itself: until is
+// on the Store's clock once the Store applied it (onStore), else on the
+// Cooldown's.
 type ownHold struct {
-	until  time.Time
-	refuse bool
+	until   time.Time
+	refuse  bool
+	onStore bool
 }
 
 const (

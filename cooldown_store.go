@@ -60,8 +60,9 @@ func (c *Cooldown) apply(ctx context.Context, e *cooling, ops []store.Op, reply 
 	if reply != nil {
 		reply(&st, false)
 	}
+	e.heldOnStore(ops, st.Now)
 	local := onClock(st, now)
-	e.restore(&local, now)
+	e.restore(&local, now, st.Now)
 	e.adopt(local)
 	c.noteCircuit(e, now)
 }
@@ -159,9 +160,11 @@ func (c *Cooldown) heardElsewhere(key string, st store.State) {
 // (R24). Only a loss: a lane the Store has rates for, or a hold on, is the
 // fleet's, and what this process heard of it from others is not its to
 // write back (issue 29: a hold planted once survived every flush, and
-// holds copied back and forth crept later with each round trip). e.mu is
-// held; st and now are on the Cooldown's clock.
-func (e *cooling) restore(st *store.State, now time.Time) {
+// holds copied back and forth crept later with each round trip). A hold
+// the Store applied is what is left of it on the Store's clock, at
+// storeNow: a replica whose own clock stepped back an hour wrote back an
+// hour (issue 29). e.mu is held; st and now are on the Cooldown's clock.
+func (e *cooling) restore(st *store.State, now, storeNow time.Time) {
 	for l := range numLanes {
 		got, had := st.Lane(l), e.st.Lane(l)
 		if got.Rates == "" && had.Rates != "" {
@@ -169,8 +172,27 @@ func (e *cooling) restore(st *store.State, now time.Time) {
 				Per: had.Per, Burst: had.Burst, Rates: had.Rates}, now})
 		}
 		own := e.own[l]
-		if d := own.until.Sub(now); d > 0 && !got.Until.After(now) {
+		d := own.until.Sub(now)
+		if own.onStore {
+			d = own.until.Sub(storeNow)
+		}
+		if d > 0 && !got.Until.After(now) {
 			e.pending = append(e.pending, pendingOp{store.Op{Kind: store.OpHold, Lane: l, For: min(d, maxHold), Refuse: own.refuse}, now})
+		}
+	}
+}
+
+// heldOnStore keeps the holds among ops, which the Store applied at its
+// now, as this process's own, on the Store's clock (restore). e.mu is
+// held.
+func (e *cooling) heldOnStore(ops []store.Op, now time.Time) {
+	for _, op := range ops {
+		if op.Kind != store.OpHold || op.For <= 0 || op.Lane >= numLanes {
+			continue
+		}
+		u := now.Add(min(op.For, maxHold))
+		if own := &e.own[op.Lane]; !own.onStore || u.After(own.until) {
+			*own = ownHold{until: u, refuse: op.Refuse, onStore: true}
 		}
 	}
 }

@@ -277,7 +277,7 @@ func (e *cooling) takePending(now time.Time) []store.Op {
 	for i, p := range e.pending {
 		ops[i] = p.op
 		if p.op.Kind == store.OpCorrect || p.op.Kind == store.OpHold {
-			ops[i].For -= now.Sub(p.at)
+			ops[i].For -= max(now.Sub(p.at), 0) // a clock stepped back adds nothing to it (issue 29)
 		}
 	}
 	e.pending = nil
