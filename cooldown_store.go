@@ -49,7 +49,7 @@ func (c *Cooldown) apply(ctx context.Context, e *cooling, ops []store.Op, reply 
 	defer e.mu.Unlock()
 	if err != nil {
 		seq := e.st.Seq // the Store's, not ours: its next reply is newer
-		e.applyLocal(now, ops)
+		e.applyLocal(now, unmarked(ops))
 		e.st.Seq = seq
 		c.noteCircuit(e, now)
 		if reply != nil {
@@ -105,6 +105,25 @@ func (e *cooling) applyLocal(now time.Time, ops []store.Op) {
 			return
 		}
 	}
+}
+
+// unmarked returns ops with no Mark: a Mark is on the Store's clock (a
+// ticket of a take the Store gave), and applied to the process's own state,
+// on its own clock, a correction by it moved the schedule by the clocks'
+// skew: one Store timeout on a Store an hour behind refused a call for an
+// hour (issue 29). Unmarked, a correction only moves the schedule later,
+// erring on the slow side, and an untake gives nothing back.
+func unmarked(ops []store.Op) []store.Op {
+	for i := range ops {
+		if !ops[i].Mark.IsZero() {
+			out := append([]store.Op(nil), ops...)
+			for j := range out {
+				out[j].Mark = time.Time{}
+			}
+			return out
+		}
+	}
+	return ops
 }
 
 // checkReply reports a Store's reply that cannot be true as an error: a

@@ -115,7 +115,7 @@ func oweAtMostTheBucket(t *testing.T, arm []retryhttptest.Reply, cc costlyCall, 
 	}
 	cancel() // (its deadline must not fall in the next call's wait: the kit's Clock would stop there)
 
-	s, _ := laneOfEntry(next, laneTokens)
+	s := laneOfEntry(next, laneTokens)
 	require.Positive(t, s.Per, "the token lane is paced")
 	bucket := time.Duration(s.Burst)
 	if s.Burst <= 0 {
@@ -130,13 +130,14 @@ func oweAtMostTheBucket(t *testing.T, arm []retryhttptest.Reply, cc costlyCall, 
 	assert.LessOrEqual(t, held[0], bucket, "it waits at most the whole bucket (%v)", bucket)
 }
 
-// laneOfEntry is lane l of origin as cd knows it.
-func laneOfEntry(cd *Cooldown, l laneID) (store.Lane, bool) {
+// laneOfEntry is lane l of origin as cd knows it; a zero Lane when cd
+// does not watch it.
+func laneOfEntry(cd *Cooldown, l laneID) store.Lane {
 	e := cd.entry(origin)
 	if e == nil {
-		return store.Lane{}, false
+		return store.Lane{}
 	}
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	return e.st.Lane(l), true
+	return e.st.Lane(l)
 }
