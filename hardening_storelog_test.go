@@ -98,17 +98,3 @@ func TestHardeningStoreFailingIsLogged(t *testing.T) {
 		assert.Equal(t, errBadReply.Error(), got[0].ContextMap()["error"])
 	})
 }
-
-// editStore is a Store whose every reply edit changes: a Store that lies.
-type editStore struct {
-	store.Store
-	edit func(*store.State)
-}
-
-func (s *editStore) Apply(ctx context.Context, key string, ops []store.Op) (store.State, error) {
-	st, err := s.Store.Apply(ctx, key, ops)
-	if err == nil && s.edit != nil {
-		s.edit(&st)
-	}
-	return st, err
-}
