@@ -2,6 +2,7 @@ package store
 
 import (
 	"context"
+	"math"
 	"strconv"
 	"sync"
 	"testing"
@@ -75,4 +76,69 @@ func TestHardeningLocalDropsExpiredKeys(t *testing.T) {
 	assert.Equal(t, 1, s.Len(), "the long one went too")
 	assert.Greater(t, st.Seq, long.Seq, "a key made again: Seq grows")
 	assert.Equal(t, clk.Now().Add(time.Second), st.Lane(0).Until, "from nothing")
+}
+
+// TestHardeningChargeExhaustive: over a grid of lanes (paced or not, a
+// bucket or not, the schedule behind, at or ahead of now, a hold) and of
+// costs (none, one, a bucket's, centuries, 2^63, +Inf, NaN, negative),
+// each a take or a retry: a send is charged a finite amount, at most its
+// lane's whole bucket (Burst, or MaxDebt where none is known: issue 29,
+// item 1, a lane owed 292 years), and a send of one unit after it waits at
+// most that bucket (and its own charge) more than it did, or than it would
+// have with no send before it.
+func TestHardeningChargeExhaustive(t *testing.T) {
+	now := epoch
+	n := 0
+	costs := []float64{0, 1, 100, 1e20, math.MaxInt64, math.Inf(1), math.NaN(), -5}
+	for _, per := range []float64{0, float64(ms)} {
+		for _, burst := range []float64{0, float64(100 * ms), float64(time.Minute)} {
+			for _, next := range []time.Duration{-time.Second, 0, 30 * ms, 2 * time.Second} {
+				for _, until := range []time.Duration{0, 500 * ms} {
+					for _, cost := range costs {
+						for _, retry := range []bool{false, true} {
+							s := Lane{Per: per, Burst: burst, Next: now.Add(next)}
+							if until > 0 {
+								s.Until = now.Add(until)
+							}
+							n++
+							checkCharge(t, now, s, cost, retry)
+						}
+					}
+				}
+			}
+		}
+	}
+	t.Logf("%d lanes × costs", n)
+}
+
+func checkCharge(t *testing.T, now time.Time, s Lane, cost float64, retry bool) {
+	t.Helper()
+	fail := func(rule string, args ...any) {
+		t.Errorf("%s %v:\nlane %+v cost %v retry %v", rule, args, s, cost, retry)
+	}
+	bucket := s.Burst
+	if bucket <= 0 {
+		bucket = float64(MaxDebt)
+	}
+	c := s.Charge(cost)
+	if c != c || c < 0 || c > bucket {
+		fail("a charge is finite, and at most the bucket", c)
+	}
+	unit := []Op{{Kind: OpTake, Costs: []float64{0, 1}, Within: time.Hour}}
+	without := Record{Lanes: []Lane{{}, s}}
+	alone := Apply(&without, now, unit) // the send of one unit, with no send before it
+	r := Record{Lanes: []Lane{{}, s}}
+	first := Apply(&r, now, []Op{{Kind: OpTake, Costs: []float64{0, cost}, Within: time.Hour, Retry: retry}})
+	second := Apply(&r, now, unit)
+	if !first.Took || !second.Took {
+		fail("both are taken", first, second)
+		return
+	}
+	base := max(first.Wait, alone.Wait) // (a send that cost nothing, or a retry, did not wait for the queue)
+	if s.Per > 0 && second.Wait > base+time.Duration(bucket)+time.Duration(s.Charge(1))+time.Microsecond {
+		fail("the next send waits at most a bucket more", first.Wait, second.Wait)
+	}
+	if !r.Valid(now) {
+		fail("the Record stays in range")
+	}
 }
