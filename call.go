@@ -46,6 +46,7 @@ type round struct {
 	tk       ticket        // its slot, when paced
 	paced    bool
 	limits   laneMask // the limit a 429's error body names (R23)
+	tooLarge bool     // OpenAI's "Request too large": the call's own mistake, not the provider's limit
 	resp     *http.Response
 	err      error
 	class    Class
@@ -145,7 +146,7 @@ func (c *call) readAsk() {
 		r.resp.Body = ahead
 		ahead.wait(c.ctx, bodyTimeout)
 		hint := parseErrorBody(errorBody(r.resp.Header, ahead.bytes()))
-		r.limits = hint.limits
+		r.limits, r.tooLarge = hint.limits, hint.tooLarge
 		if hint.Exhausted || hint.deadlineExceeded && r.status == http.StatusGatewayTimeout {
 			r.class = Permanent
 		} else if hint.RetryAfter > 0 && (!r.hasAsk || hint.RetryAfter >= r.ask) {

@@ -86,6 +86,8 @@ type Cooldown struct {
 	circuit *Circuit
 	id      uint64
 	log     atomic.Pointer[zap.Logger] // the first Transport's, bound with the clock
+	// storeFailing: the Store's last Apply failed, as last logged (noteStore).
+	storeFailing atomic.Bool
 
 	// watched is the set of keys, copied on write: a call reads it with one
 	// atomic load and no lock (R16), and it changes only when a key is
@@ -113,9 +115,11 @@ type cooldownConfig struct {
 // and nil, keeps it in the process. When s fails (an error, a reply out of
 // range, or no answer within its bound), the call goes on with what the
 // process knows (the fleet's schedule as last heard, so that it errs on
-// the slow side): a Store never fails a call. A Cooldown given a Store
-// listens to it (Store.Listen) until Close, or until the Cooldown is
-// garbage collected.
+// the slow side): a Store never fails a call. The Cooldown says so on the
+// logger of the first Transport made with it: one Warn entry when s starts
+// failing, with the error's text, and one Info when it works again. A
+// Cooldown given a Store listens to it (Store.Listen) until Close, or
+// until the Cooldown is garbage collected.
 func WithStore(s store.Store) CooldownOption {
 	return func(c *cooldownConfig) { c.store = s }
 }
@@ -162,10 +166,13 @@ type cooling struct {
 	since  time.Time
 }
 
-// ownHold is a hold a process armed on an answer it got itself.
+// ownHold is a hold a process armed on an answer it got itself: until is
+// on the Store's clock once the Store applied it (onStore), else on the
+// Cooldown's.
 type ownHold struct {
-	until  time.Time
-	refuse bool
+	until   time.Time
+	refuse  bool
+	onStore bool
 }
 
 const (
@@ -330,7 +337,7 @@ func (c *Cooldown) find(req *http.Request, body io.Closer) *cooling {
 	}
 	var buf [96]byte
 	k := appendOriginKey(buf[:0], req)
-	if len(k) > maxKeyLen {
+	if len(k) > maxKeyLen || hashedForm(k) {
 		return ws.m[boundKey(string(k))]
 	}
 	return ws.m[string(k)]

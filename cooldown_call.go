@@ -171,7 +171,7 @@ func (c *call) settle() {
 		return
 	}
 	h := heardOf(r.resp, r.class, r.ask, r.hasAsk, r.inBody, r.now)
-	h.body, h.sent = r.limits, r.sent
+	h.body, h.sent, h.tooLarge = r.limits, r.sent, r.tooLarge
 	if r.paced {
 		h.tk = &r.tk
 	}

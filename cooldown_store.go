@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/retryhttp/retryhttp/store"
+	"go.uber.org/zap"
 )
 
 // The Cooldown's side of its Store (R24): every op goes through apply, a
@@ -42,12 +43,13 @@ func (c *Cooldown) apply(ctx context.Context, e *cooling, ops []store.Op, reply 
 		err = checkReply(&st, ops)
 	}
 	clampSeq(&st)
+	c.noteStore(err)
 	now := c.now()
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	if err != nil {
 		seq := e.st.Seq // the Store's, not ours: its next reply is newer
-		e.applyLocal(now, ops)
+		e.applyLocal(now, unmarked(ops))
 		e.st.Seq = seq
 		c.noteCircuit(e, now)
 		if reply != nil {
@@ -58,10 +60,33 @@ func (c *Cooldown) apply(ctx context.Context, e *cooling, ops []store.Op, reply 
 	if reply != nil {
 		reply(&st, false)
 	}
+	e.heldOnStore(ops, st.Now)
 	local := onClock(st, now)
-	e.restore(&local, now)
+	e.restore(&local, now, st.Now)
 	e.adopt(local)
 	c.noteCircuit(e, now)
+}
+
+// The entries of a Store failing and working again (R24).
+const (
+	msgStoreFailing = "retryhttp: Store failing — pacing on the process's own state"
+	msgStoreBack    = "retryhttp: Store working again — pacing with the fleet"
+)
+
+// noteStore writes one Warn entry when c's Store starts failing (err, an
+// Apply's: an error, or a reply that cannot be true), and one Info when it
+// works again, on c's logger; never one per failed Apply. A Store's errors
+// are otherwise dropped, each call going on with its process's own state:
+// a Store that always fails was invisible (issue 29).
+func (c *Cooldown) noteStore(err error) {
+	if (err != nil) == c.storeFailing.Load() || !c.storeFailing.CompareAndSwap(err == nil, err != nil) {
+		return // no change, or another Apply noted it
+	}
+	if err != nil {
+		c.logger().Warn(msgStoreFailing, zap.String("error", err.Error()))
+		return
+	}
+	c.logger().Info(msgStoreBack)
 }
 
 // applyLocal applies ops to e's state at now, on the Cooldown's clock,
@@ -85,6 +110,25 @@ func (e *cooling) applyLocal(now time.Time, ops []store.Op) {
 	if faster {
 		e.wakeAll()
 	}
+}
+
+// unmarked returns ops with no Mark: a Mark is on the Store's clock (a
+// ticket of a take the Store gave), and applied to the process's own state,
+// on its own clock, a correction by it moved the schedule by the clocks'
+// skew: one Store timeout on a Store an hour behind refused a call for an
+// hour (issue 29). Unmarked, a correction only moves the schedule later,
+// erring on the slow side, and an untake gives nothing back.
+func unmarked(ops []store.Op) []store.Op {
+	for i := range ops {
+		if !ops[i].Mark.IsZero() {
+			out := append([]store.Op(nil), ops...)
+			for j := range out {
+				out[j].Mark = time.Time{}
+			}
+			return out
+		}
+	}
+	return ops
 }
 
 // checkReply reports a Store's reply that cannot be true as an error: a
@@ -140,9 +184,11 @@ func (c *Cooldown) heardElsewhere(key string, st store.State) {
 // (R24). Only a loss: a lane the Store has rates for, or a hold on, is the
 // fleet's, and what this process heard of it from others is not its to
 // write back (issue 29: a hold planted once survived every flush, and
-// holds copied back and forth crept later with each round trip). e.mu is
-// held; st and now are on the Cooldown's clock.
-func (e *cooling) restore(st *store.State, now time.Time) {
+// holds copied back and forth crept later with each round trip). A hold
+// the Store applied is what is left of it on the Store's clock, at
+// storeNow: a replica whose own clock stepped back an hour wrote back an
+// hour (issue 29). e.mu is held; st and now are on the Cooldown's clock.
+func (e *cooling) restore(st *store.State, now, storeNow time.Time) {
 	for l := range numLanes {
 		got, had := st.Lane(l), e.st.Lane(l)
 		if got.Rates == "" && had.Rates != "" {
@@ -150,8 +196,27 @@ func (e *cooling) restore(st *store.State, now time.Time) {
 				Per: had.Per, Burst: had.Burst, Rates: had.Rates}, now})
 		}
 		own := e.own[l]
-		if d := own.until.Sub(now); d > 0 && !got.Until.After(now) {
+		d := own.until.Sub(now)
+		if own.onStore {
+			d = own.until.Sub(storeNow)
+		}
+		if d > 0 && !got.Until.After(now) {
 			e.pending = append(e.pending, pendingOp{store.Op{Kind: store.OpHold, Lane: l, For: min(d, maxHold), Refuse: own.refuse}, now})
+		}
+	}
+}
+
+// heldOnStore keeps the holds among ops, which the Store applied at its
+// now, as this process's own, on the Store's clock (restore). e.mu is
+// held.
+func (e *cooling) heldOnStore(ops []store.Op, now time.Time) {
+	for _, op := range ops {
+		if op.Kind != store.OpHold || op.For <= 0 || op.Lane >= numLanes {
+			continue
+		}
+		u := now.Add(min(op.For, maxHold))
+		if own := &e.own[op.Lane]; !own.onStore || u.After(own.until) {
+			*own = ownHold{until: u, refuse: op.Refuse, onStore: true}
 		}
 	}
 }

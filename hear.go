@@ -28,6 +28,11 @@ type heard struct {
 	body            laneMask  // the limit the error body names (bodyLimits)
 	sent            time.Time // when the Cooldown let the try go; zero when it did not pace it
 	tk              *ticket   // the try's slot; nil when it was not paced
+	// tooLarge: OpenAI's "Request too large" (a call asking for more than
+	// the whole limit): the caller's mistake, which says nothing of the
+	// provider's limit, so no limit, cut or hold (issue 29: it halved the
+	// shared token lane's rate and paused it).
+	tooLarge bool
 }
 
 // heardOf reads what resp, classified class, says for a Cooldown.
@@ -50,7 +55,7 @@ func heardOf(resp *http.Response, class Class, ask time.Duration, hasAsk, askInB
 // arms reports whether an answer arms a key nobody watches: a limit, an
 // ask, or an exhausted limit's reset.
 func (h *heard) arms() bool {
-	if h.limited || h.hasAsk && h.ask > 0 {
+	if h.limited && !h.tooLarge || h.hasAsk && h.ask > 0 {
 		return true
 	}
 	for l := range h.reset {
@@ -75,9 +80,9 @@ func (h *heard) needsCosts() bool {
 // hitLanes is the lanes a limit is about (R23: a 429 cuts or holds only the
 // limit it hit): those its error body names; else those its counts say
 // could not take the send (remaining below its cost) or are exhausted;
-// else, when nothing says, the request lane.
+// else, when nothing says, the request lane. A call too large hits none.
 func (h *heard) hitLanes(costs [numLanes]float64) laneMask {
-	if !h.limited && (!h.hasAsk || h.ask <= 0) {
+	if h.tooLarge || !h.limited && (!h.hasAsk || h.ask <= 0) {
 		return 0
 	}
 	if h.body != 0 {
@@ -272,7 +277,7 @@ func (e *cooling) takePending(now time.Time) []store.Op {
 	for i, p := range e.pending {
 		ops[i] = p.op
 		if p.op.Kind == store.OpCorrect || p.op.Kind == store.OpHold {
-			ops[i].For -= now.Sub(p.at)
+			ops[i].For -= max(now.Sub(p.at), 0) // a clock stepped back adds nothing to it (issue 29)
 		}
 	}
 	e.pending = nil

@@ -33,14 +33,24 @@ func (c *Cooldown) userKey(req *http.Request, body io.Closer) string {
 	return boundKey(c.key(req))
 }
 
-// boundKey returns k, or its SHA-256 when it is longer than maxKeyLen.
+// boundKey returns k, or its SHA-256 when it is longer than maxKeyLen or
+// has the form of one ("sha256:" and 64 characters): so that no key is
+// kept as another's hash (issue 29: a tenant whose own key was another's
+// hashed form shared its hold), and no two keys meet.
 func boundKey(k string) string {
-	if len(k) <= maxKeyLen {
+	if len(k) <= maxKeyLen && !hashedForm(k) {
 		return k
 	}
 	sum := sha256.Sum256([]byte(k))
-	return "sha256:" + hex.EncodeToString(sum[:])
+	return hashPrefix + hex.EncodeToString(sum[:])
 }
+
+// hashedForm reports whether k has the form of a key kept by its SHA-256.
+func hashedForm[S string | []byte](k S) bool {
+	return len(k) == hashedLen && string(k[:len(hashPrefix)]) == hashPrefix
+}
+
+const hashPrefix = "sha256:"
 
 // appendOriginKey appends req's scheme://host, lowercased, to b; nil when
 // the URL has no host.

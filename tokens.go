@@ -5,6 +5,8 @@ import (
 	"io"
 	"net/http"
 	"sync"
+	"sync/atomic"
+	"time"
 )
 
 type tokensKey struct{}
@@ -33,7 +35,10 @@ func WithTokens(ctx context.Context, n int64) context.Context {
 // they admit a call. The body is read from a GetBody copy, at most its
 // first 64 KiB, never from req.Body; its length is ContentLength when
 // that is known. 0 without a body, or with a body that can be had only
-// from req.Body (no GetBody) and no ContentLength. It never panics.
+// from req.Body (no GetBody) and no ContentLength. It never panics (a
+// GetBody or a Read that panics counts what came before it), and never
+// holds a call: the copy is read for at most 40 ms of real time, and not
+// past req's context; one that takes longer counts as ContentLength.
 func EstimateTokens(req *http.Request) int64 {
 	in, out := estimate(req)
 	return in + out
@@ -47,19 +52,112 @@ func estimate(req *http.Request) (in, out int64) {
 	}
 	n := max(req.ContentLength, 0)
 	if req.GetBody != nil {
-		if b, err := req.GetBody(); err == nil && b != nil {
-			buf := estimateBufs.Get().(*[]byte)
-			k, _ := io.ReadFull(b, *buf)
-			closeBody(b)
+		if k, c, ok := readCopy(req); ok {
 			if req.ContentLength <= 0 {
-				n = int64(k)
+				n = k
 			}
-			out = outputCap((*buf)[:k])
-			estimateBufs.Put(buf)
+			out = c
 		}
 	}
 	return ceilDiv4(n), out
 }
+
+// readCopy reads the first maxDrain bytes of a GetBody copy of req's body,
+// and returns how many it read and the output cap they ask for; ok is
+// false when there is no copy (GetBody failed or panicked) or its read was
+// given up. A Read that panics, or returns a count that cannot be, ends
+// the read: what came before counts. The read runs on a goroutine of its
+// own, bounded in real time (bodyTimeout) and by req's context: a copy
+// whose Read blocked held a call with a 200 ms deadline past 3 s (issue
+// 29). A read given up is left to that goroutine, which closes the copy
+// once its Read returns (never under it: io.ReadCloser does not promise
+// that is safe) and only then gives its buffer back to the pool.
+func readCopy(req *http.Request) (n, outCap int64, ok bool) {
+	b := getBody(req)
+	if b == nil {
+		return 0, 0, false
+	}
+	r := &copyRead{body: b, buf: estimateBufs.Get().(*[]byte), done: make(chan struct{})}
+	go r.run()
+	timer := time.NewTimer(bodyTimeout)
+	defer timer.Stop()
+	select {
+	case <-r.done:
+	case <-timer.C:
+	case <-req.Context().Done():
+	}
+	if r.state.CompareAndSwap(copyReading, copyGivenUp) {
+		return 0, 0, false // the goroutine closes the copy
+	}
+	<-r.done
+	outCap = outputCap((*r.buf)[:r.n])
+	closeRecovered(r.body)
+	estimateBufs.Put(r.buf)
+	return int64(r.n), outCap, true
+}
+
+// getBody returns a GetBody copy of req's body; nil when GetBody fails or
+// panics.
+func getBody(req *http.Request) (b io.ReadCloser) {
+	defer func() {
+		if recover() != nil {
+			b = nil
+		}
+	}()
+	if b, err := req.GetBody(); err == nil {
+		return b
+	}
+	return nil
+}
+
+// copyRead is the read of a GetBody copy for an estimate (readCopy).
+type copyRead struct {
+	body  io.ReadCloser
+	buf   *[]byte
+	n     int // of buf, read
+	state atomic.Int32
+	done  chan struct{} // closed when the read has ended and readCopy has it
+}
+
+const (
+	copyReading = iota
+	copyDone    // the read ended: readCopy has the bytes
+	copyGivenUp // readCopy gave up: the goroutine cleans up
+)
+
+func (r *copyRead) run() {
+	r.read()
+	if r.state.CompareAndSwap(copyReading, copyDone) {
+		close(r.done)
+		return
+	}
+	closeRecovered(r.body) // given up: the Read has returned, nobody else has the buffer
+	estimateBufs.Put(r.buf)
+}
+
+// read reads the copy into buf as io.ReadFull does, ending at a panic, a
+// count out of range, or reads that go on bringing nothing.
+func (r *copyRead) read() {
+	defer func() { _ = recover() }()
+	buf := *r.buf
+	for empty := 0; r.n < len(buf) && empty < maxEmptyReads; {
+		k, err := r.body.Read(buf[r.n:])
+		if k < 0 || k > len(buf)-r.n {
+			return
+		}
+		r.n += k
+		if err != nil {
+			return
+		}
+		if k == 0 {
+			empty++
+		}
+	}
+}
+
+// maxEmptyReads ends a read of a copy that returns nothing and no error,
+// as bufio does (io.ReadFull would spin on it for ever).
+const maxEmptyReads = 100
 
 // ceilDiv4 is ceil(n ÷ 4) for n >= 0, with no overflow: (n + 3) / 4 wraps
 // for a ContentLength near the largest int64, and a negative cost would

@@ -61,6 +61,12 @@ func TestTakeSlots(t *testing.T) {
 			[]take{{[]float64{1, 1000}, long, false, 50 * ms, true, false}, {[]float64{1, 10}, long, false, 60 * ms, true, false}}},
 		{"a cost of centuries owes a minute at most where no bucket is known", []Lane{{}, {Per: float64(ms)}},
 			[]take{{[]float64{1, 1e20}, long, false, 0, true, false}, {[]float64{1, 1}, long, false, MaxDebt, true, false}}},
+		{"a cost of 2^63 on a bucket is charged the bucket, no more", []Lane{{}, {Per: float64(ms), Burst: float64(1000 * ms), Next: now}},
+			[]take{{[]float64{1, math.MaxInt64}, long, false, 0, true, false}, {[]float64{1, 1000}, long, false, 1000 * ms, true, false}}},
+		{"a retry of centuries owes the bucket, no more", []Lane{{}, {Per: float64(ms), Burst: float64(100 * ms), Next: now}},
+			[]take{{[]float64{1, 1e20}, long, true, 0, true, false}, {[]float64{1, 10}, long, false, 10 * ms, true, false}}},
+		{"a cost of +Inf or NaN counts 0", []Lane{{}, {Per: float64(ms), Next: now}},
+			[]take{{[]float64{1, math.Inf(1)}, long, false, 0, true, false}, {[]float64{1, math.NaN()}, long, false, 0, true, false}, {[]float64{1, 1}, long, false, 0, true, false}}},
 		{"a retry goes before the sends waiting, on the schedule's grid", []Lane{{Per: float64(100 * ms), Next: now.Add(350 * ms)}},
 			[]take{{one, long, true, 50 * ms, true, false}, {one, long, true, 150 * ms, true, false}, {one, long, false, 550 * ms, true, false}}},
 	} {

@@ -1,0 +1,263 @@
+package retryhttp
+
+import (
+	"math"
+	"testing"
+	"time"
+
+	"github.com/retryhttp/retryhttp/store"
+)
+
+// Issue 29's policy decisions, exhausted beside TestHearLaneExhaustive:
+// what an answer too large does (item 5, newsOps), what a ticket marks
+// (items 1 and 3, ticketOf), and what a process writes back to a Store
+// that lost its state (item 2, restore). The cost cap itself is
+// store.Apply's (store/apply_test.go, TestTakeSlots, and
+// store/hardening_test.go).
+
+// policyLanes is a grid of token lanes: nothing known, learned ramping
+// (a 429 to a send at its rate halves it), learned steady, the provider's
+// word with its bucket.
+func policyLanes() []rates {
+	return []rates{
+		{},
+		{learned: 20e3, mean: 1000, ramp: true, gen: 3},
+		{learned: 20e3, mean: 1000, gen: 3},
+		{word: 1.02e6, limit: 30000, mean: 1000, gen: 3},
+	}
+}
+
+// TestHardeningTooLargeExhaustive: over every lane, body, count, reset,
+// ask and ticket of a grid, an answer too large (OpenAI's "Request too
+// large") limits no lane, cuts none, holds none but where an exhausted
+// reset with no bucket holds it (the provider's state, not the call's),
+// and arms a key only by an ask or a reset; the same 429 not too large
+// limits a lane (the grid can fail).
+func TestHardeningTooLargeExhaustive(t *testing.T) {
+	now := epoch
+	n := 0
+	for _, r := range policyLanes() {
+		st := store.State{Now: now, Record: store.Record{Lanes: make([]store.Lane, numLanes)}}
+		st.Lanes[laneTokens] = store.Lane{Per: r.per(), Burst: r.burst(), Rates: r.encode(), Version: 7}
+		for _, body := range []laneMask{0, 1 << laneTokens, 1 << laneRequests} {
+			for _, c := range []counts{{}, {limit: 30000, remaining: 30000, window: time.Minute, res: time.Millisecond, ok: true},
+				{limit: 30000, remaining: 0, window: time.Minute, res: time.Millisecond, ok: true}} {
+				for _, reset := range []bool{false, true} {
+					for _, ask := range []time.Duration{0, 20 * time.Second} {
+						for _, paced := range []bool{false, true} {
+							h := heard{limited: true, counts: [numLanes]counts{laneTokens: c}, body: body}
+							if reset {
+								h.reset[laneTokens], h.resetRes[laneTokens], h.hasReset[laneTokens] = 2*time.Second, time.Millisecond, true
+							}
+							if ask > 0 {
+								h.ask, h.askRes, h.hasAsk = ask, time.Second, true
+							}
+							cost := [numLanes]float64{1, 40000, 40000}
+							if paced {
+								tk := ticket{costs: cost, charged: 1<<laneRequests | 1<<laneTokens, queued: 1<<laneRequests | 1<<laneTokens}
+								tk.gen[laneTokens], tk.charge[laneTokens] = r.gen, 40000*r.per()
+								h.tk = &tk
+							}
+							n++
+							checkTooLarge(t, &st, now, h, cost, r)
+						}
+					}
+				}
+			}
+		}
+	}
+	t.Logf("%d lanes × answers", n)
+}
+
+func checkTooLarge(t *testing.T, st *store.State, now time.Time, h heard, cost [numLanes]float64, r rates) {
+	t.Helper()
+	fail := func(rule string) { t.Errorf("%s:\nrates %+v\nheard %+v", rule, r, h) }
+	plain, _ := newsOps(st, now, h, cost)
+	if !h.hasAsk && !hasOp(plain, store.OpLimited) {
+		fail("a 429 not too large limits a lane")
+	}
+	h.tooLarge = true
+	ops, _ := newsOps(st, now, h, cost)
+	if h.hitLanes(cost) != 0 {
+		fail("a call too large hits no lane")
+	}
+	wantArms := h.hasAsk || h.hasReset[laneTokens]
+	if h.arms() != wantArms {
+		fail("a call too large arms a key only by an ask or a reset")
+	}
+	for _, op := range ops {
+		switch op.Kind {
+		case store.OpLimited:
+			fail("a call too large limits no lane")
+		case store.OpHold:
+			if op.Lane != laneTokens || !h.hasReset[laneTokens] || r.level() && h.counts[laneTokens].ok {
+				fail("a call too large holds no lane (but an exhausted reset where no bucket is stated)")
+			}
+		case store.OpRates:
+			got := decodeRates(op.Rates)
+			if got.gen != r.gen || got.learned > r.learned*1.0001 || got.slow > math.Max(r.slow, 1) {
+				fail("a call too large cuts no rate")
+			}
+		}
+	}
+}
+
+func hasOp(ops []store.Op, k store.OpKind) bool {
+	for _, op := range ops {
+		if op.Kind == k {
+			return true
+		}
+	}
+	return false
+}
+
+// TestHardeningTicketExhaustive: over a grid of lanes (paced or not, a
+// bucket or not, the schedule behind, at or ahead of now), costs (none,
+// one, centuries), waits and kinds of take: a ticket of a take the
+// process's own state gave (local), or a retry's, carries no mark (issue
+// 29, item 3: its correction moved the fleet's schedule by the clocks'
+// skew); another's marks each lane it charged at the lane's Next; only a
+// paced lane it costs something on charges it, at most its bucket (item
+// 1); its due times are within its wait.
+func TestHardeningTicketExhaustive(t *testing.T) {
+	now := epoch
+	n := 0
+	for _, per := range []float64{0, float64(time.Millisecond)} {
+		for _, burst := range []float64{0, float64(100 * time.Millisecond)} {
+			for _, next := range []time.Duration{-time.Second, 0, time.Second} {
+				for _, cost := range []float64{0, 1, 1e20} {
+					for _, wait := range []time.Duration{0, 50 * time.Millisecond, 2 * time.Second} {
+						for _, kind := range []int{0, 1, 2, 3} { // take, retry, local, local retry
+							s := store.Lane{Per: per, Burst: burst, Next: now.Add(next)}
+							st := store.State{Now: now.Add(time.Hour), Record: store.Record{Lanes: []store.Lane{{}, s}}}
+							st.Lanes[0].Next = st.Now // (the request lane unpaced)
+							st.Wait, st.Took = wait, true
+							costs := [numLanes]float64{0, cost}
+							retry, local := kind&1 != 0, kind&2 != 0
+							tk := ticketOf(&st, now, costs, retry, local)
+							n++
+							checkTicket(t, now, s, cost, wait, retry, local, tk)
+						}
+					}
+				}
+			}
+		}
+	}
+	t.Logf("%d tickets", n)
+}
+
+func checkTicket(t *testing.T, now time.Time, s store.Lane, cost float64, wait time.Duration, retry, local bool, tk ticket) {
+	t.Helper()
+	fail := func(rule string) {
+		t.Errorf("%s:\nlane %+v cost %v wait %v retry %v local %v\nticket %+v", rule, s, cost, wait, retry, local, tk)
+	}
+	l := laneTokens
+	charged := cost > 0 && s.Per > 0
+	if tk.charged.has(l) != charged || tk.charged.has(laneRequests) {
+		fail("a ticket charges the paced lanes the send costs something on, and no other")
+	}
+	if !charged {
+		return
+	}
+	switch {
+	case (retry || local) && !tk.mark[l].IsZero():
+		fail("a retry's ticket, or a local take's, carries no mark")
+	case !retry && !local && !tk.mark[l].Equal(s.Next):
+		fail("a ticket marks the lane at its Next")
+	}
+	bucket := s.Burst
+	if bucket <= 0 {
+		bucket = float64(store.MaxDebt)
+	}
+	if tk.charge[l] < 0 || tk.charge[l] > bucket {
+		fail("a send is charged at most its lane's bucket")
+	}
+	if tk.due[l].Before(now) || tk.due[l].After(now.Add(wait)) {
+		fail("a lane is due within the send's wait")
+	}
+}
+
+// TestHardeningRestoreExhaustive: over a grid of what the process knows
+// of a lane (its rates; a hold it armed, on its clock or the Store's, or
+// none; one it only heard of) and what the Store replies (its rates, its
+// hold), with the process's clock on the Store's or an hour off it: the
+// process writes back a hold only where it armed one that is not over on
+// the clock it was kept on, and the Store has none, for what is left of it
+// and at most maxHold; its rates only where the Store has none.
+func TestHardeningRestoreExhaustive(t *testing.T) {
+	n := 0
+	storeNow := epoch
+	for _, skew := range []time.Duration{0, time.Hour, -time.Hour} {
+		now := storeNow.Add(skew) // the process's clock
+		for _, own := range []ownHold{{}, {until: now.Add(-time.Second)}, {until: now.Add(20 * time.Second)},
+			{until: storeNow.Add(20 * time.Second), onStore: true}, {until: storeNow.Add(-time.Second), onStore: true},
+			{until: now.Add(time.Hour)}, {until: now.Add(20 * time.Second), refuse: true}} {
+			for _, heardHold := range []bool{false, true} {
+				for _, hadRates := range []bool{false, true} {
+					for _, gotHold := range []bool{false, true} {
+						for _, gotRates := range []bool{false, true} {
+							e := &cooling{}
+							had := store.Lane{}
+							if hadRates {
+								had.Per, had.Rates = 1e6, rates{learned: 1e6}.encode()
+							}
+							if heardHold {
+								had.Until = now.Add(30 * time.Second)
+							}
+							e.st.Lanes = []store.Lane{had}
+							e.own[laneRequests] = own
+							got := store.Lane{}
+							if gotHold {
+								got.Until = now.Add(10 * time.Second)
+							}
+							if gotRates {
+								got.Rates = rates{learned: 2e6}.encode()
+							}
+							st := store.State{Now: now, Record: store.Record{Lanes: []store.Lane{got}}}
+							e.restore(&st, now, storeNow)
+							n++
+							checkRestore(t, now, storeNow, own, had, got, e.pending)
+						}
+					}
+				}
+			}
+		}
+	}
+	t.Logf("%d restores", n)
+}
+
+func checkRestore(t *testing.T, now, storeNow time.Time, own ownHold, had, got store.Lane, pending []pendingOp) {
+	t.Helper()
+	fail := func(rule string) {
+		t.Errorf("%s:\nnow %v store now %v\nown %+v\nhad %+v\ngot %+v\npending %+v", rule, now, storeNow, own, had, got, pending)
+	}
+	left := own.until.Sub(now)
+	if own.onStore {
+		left = own.until.Sub(storeNow)
+	}
+	wantHold := left > 0 && !got.Until.After(now)
+	wantRates := had.Rates != "" && got.Rates == ""
+	var holds, rateOps int
+	for _, p := range pending {
+		switch p.op.Kind {
+		case store.OpHold:
+			holds++
+			if p.op.For > min(left, maxHold) || p.op.For <= 0 || p.op.Refuse != own.refuse {
+				fail("a hold written back is what is left of the process's own, at most maxHold")
+			}
+		case store.OpRates:
+			rateOps++
+			if p.op.Rates != had.Rates {
+				fail("the rates written back are the process's")
+			}
+		default:
+			fail("restore writes holds and rates only")
+		}
+	}
+	if (holds == 1) != wantHold || holds > 1 {
+		fail("a hold is written back only where the process armed one not over, and the Store has none (never one only heard of)")
+	}
+	if (rateOps == 1) != wantRates || rateOps > 1 {
+		fail("rates are written back only where the Store has none")
+	}
+}
