@@ -8,6 +8,8 @@ import (
 	"math/rand/v2"
 	"net/http"
 	"time"
+
+	"github.com/retryhttp/retryhttp/internal/signal"
 )
 
 // A call is one RoundTrip that left the happy path (R16): what lives from
@@ -145,9 +147,9 @@ func (c *call) readAsk() {
 		ahead := startReadAhead(r.resp.Body, true, c.sentTry())
 		r.resp.Body = ahead
 		ahead.wait(c.ctx, bodyTimeout)
-		hint := parseErrorBody(errorBody(r.resp.Header, ahead.bytes()))
-		r.limits, r.tooLarge = hint.limits, hint.tooLarge
-		if hint.Exhausted || hint.deadlineExceeded && r.status == http.StatusGatewayTimeout {
+		hint := signal.ErrorBody(errorBody(r.resp.Header, ahead.bytes()))
+		r.limits, r.tooLarge = hint.Limits, hint.TooLarge
+		if hint.Exhausted || hint.DeadlineExceeded && r.status == http.StatusGatewayTimeout {
 			r.class = Permanent
 		} else if hint.RetryAfter > 0 && (!r.hasAsk || hint.RetryAfter >= r.ask) {
 			r.ask, r.hasAsk, r.inBody = hint.RetryAfter, true, true

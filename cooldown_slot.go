@@ -95,7 +95,7 @@ func ticketOf(st *store.State, now time.Time, costs [numLanes]float64, retry, lo
 func (c *Cooldown) untake(ctx context.Context, e *cooling, tk ticket) {
 	var ops []store.Op
 	for l := range numLanes {
-		if tk.charged.has(l) && !tk.mark[l].IsZero() {
+		if tk.charged.Has(l) && !tk.mark[l].IsZero() {
 			ops = append(ops, store.Op{Kind: store.OpUntake, Lane: l, Mark: tk.mark[l], Charge: tk.charge[l]})
 		}
 	}
@@ -133,7 +133,7 @@ func (e *cooling) more(now time.Time, tk *ticket) (w time.Duration, fromHold boo
 		if hold := s.Until.Sub(now); hold > 0 {
 			w, fromHold = max(w, hold), true
 		}
-		if !tk.charged.has(l) {
+		if !tk.charged.Has(l) {
 			continue
 		}
 		moved := s.Shift - tk.shiftAt[l]

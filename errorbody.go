@@ -1,10 +1,9 @@
 package retryhttp
 
 import (
-	"bytes"
-	"encoding/json"
-	"strings"
 	"time"
+
+	"github.com/retryhttp/retryhttp/internal/signal"
 )
 
 // BodyHint is what a provider's error body says about coming back (R19).
@@ -42,99 +41,7 @@ type BodyHint struct {
 // Google error whose error.status is DEADLINE_EXCEEDED. On a 504 that makes
 // the try Permanent (R19): the request overran Google's own deadline, and
 // sent again unchanged it spends another.
-func ParseErrorBody(body []byte) BodyHint { return parseErrorBody(body).BodyHint }
-
-// errorHint is what the transport reads of a provider's error body (R19):
-// the BodyHint that ParseErrorBody returns, and what only the transport
-// acts on (API.md fixes BodyHint's fields).
-type errorHint struct {
-	BodyHint
-	// deadlineExceeded: an error envelope's error.status is exactly
-	// DEADLINE_EXCEEDED, as Google's APIs (Gemini, Vertex AI) answer a
-	// request that overran Google's own deadline, with a 504. Google's word
-	// is to raise the timeout, not to send it again.
-	deadlineExceeded bool
-	// limits is the limit a rate-limit error names (R23: a 429 cuts or holds
-	// only the limit it hit; see errorLimits).
-	limits laneMask
-	// tooLarge: OpenAI's "Request too large" (errorLimits), one of the
-	// reasons for Exhausted, told apart from a spent quota.
-	tooLarge bool
-}
-
-// parseErrorBody is ParseErrorBody, with what only the transport acts on:
-// deadlineExceeded, read as the rest is, from any envelope of an array,
-// and only from a string.
-func parseErrorBody(body []byte) errorHint {
-	// A Decoder reads the first value and leaves any trailing bytes alone;
-	// UseNumber keeps a huge number as text instead of failing the decode.
-	dec := json.NewDecoder(bytes.NewReader(body))
-	dec.UseNumber()
-	var v any
-	if dec.Decode(&v) != nil {
-		return errorHint{}
-	}
-	var h errorHint
-	switch v := v.(type) {
-	case map[string]any:
-		h.addEnvelope(v)
-	case []any: // Vertex AI
-		for _, e := range v {
-			if e, ok := e.(map[string]any); ok {
-				h.addEnvelope(e)
-			}
-		}
-	}
-	return h
-}
-
-// addEnvelope adds to h what one {"error": {...}} envelope says. Every type
-// is checked where it is read, so a wrong one leaves out only its own field.
-func (h *errorHint) addEnvelope(env map[string]any) {
-	e, _ := env["error"].(map[string]any)
-	if e == nil {
-		return
-	}
-	if e["code"] == "insufficient_quota" || e["type"] == "insufficient_quota" { // OpenAI
-		h.Exhausted = true
-	}
-	if e["status"] == "DEADLINE_EXCEEDED" { // Google: a string, exactly; any other type never equals one
-		h.deadlineExceeded = true
-	}
-	limits, tooLarge := errorLimits(e)
-	h.limits |= limits
-	h.tooLarge = h.tooLarge || tooLarge
-	h.Exhausted = h.Exhausted || tooLarge
-	details, _ := e["details"].([]any)
-	for _, d := range details {
-		d, _ := d.(map[string]any)
-		typ, _ := d["@type"].(string)
-		switch {
-		case strings.HasSuffix(typ, "google.rpc.RetryInfo"):
-			if delay, ok := parseProtoDuration(d["retryDelay"]); ok {
-				h.RetryAfter = max(h.RetryAfter, delay)
-			}
-		case strings.HasSuffix(typ, "google.rpc.QuotaFailure"):
-			violations, _ := d["violations"].([]any)
-			for _, v := range violations {
-				v, _ := v.(map[string]any)
-				if id, _ := v["quotaId"].(string); strings.Contains(id, "PerDay") {
-					h.Exhausted = true
-				}
-			}
-		}
-	}
-}
-
-// parseProtoDuration reads a google.protobuf.Duration in its JSON form,
-// decimal seconds and "s" ("45.837906927s"). Signs and exponents are
-// rejected: a negative wait means nothing, and in doubt the body is not
-// trusted.
-func parseProtoDuration(v any) (time.Duration, bool) {
-	s, _ := v.(string)
-	secs, ok := strings.CutSuffix(s, "s")
-	if !ok {
-		return 0, false
-	}
-	return parseDecimal(secs, time.Second)
+func ParseErrorBody(body []byte) BodyHint {
+	h := signal.ErrorBody(body)
+	return BodyHint{RetryAfter: h.RetryAfter, Exhausted: h.Exhausted}
 }

@@ -10,6 +10,8 @@ import (
 	"github.com/retryhttp/retryhttp/retryhttptest"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/retryhttp/retryhttp/internal/signal"
 )
 
 // Issue 21: Google answers 504 DEADLINE_EXCEEDED when a request overran
@@ -21,44 +23,44 @@ func googleStatus(code int, status string) string {
 	return `{"error":{"code":` + itoa(code) + `,"message":"x","status":` + status + `}}`
 }
 
-// TestParseErrorBodyDeadlineExceeded: parseErrorBody reads a Google error's
+// TestParseErrorBodyDeadlineExceeded: signal.ErrorBody reads a Google error's
 // status DEADLINE_EXCEEDED, apart from the BodyHint, which stays what
 // ParseErrorBody returns (API.md fixes it).
 func TestParseErrorBodyDeadlineExceeded(t *testing.T) {
 	for _, tc := range []struct {
 		name string
 		body string
-		want errorHint
+		want signal.Hint
 	}{
-		{"google 504", google504, errorHint{deadlineExceeded: true}},
-		{"the code is not read: the status is", googleStatus(500, `"DEADLINE_EXCEEDED"`), errorHint{deadlineExceeded: true}},
-		{"vertex array", `[` + google504 + `]`, errorHint{deadlineExceeded: true}},
+		{"google 504", google504, signal.Hint{DeadlineExceeded: true}},
+		{"the code is not read: the status is", googleStatus(500, `"DEADLINE_EXCEEDED"`), signal.Hint{DeadlineExceeded: true}},
+		{"vertex array", `[` + google504 + `]`, signal.Hint{DeadlineExceeded: true}},
 		{"vertex array, among others", `[1,{"error":null},` + retryInfo(`"3s"`) + `,` + google504 + `]`,
-			errorHint{BodyHint: BodyHint{RetryAfter: 3 * time.Second}, deadlineExceeded: true}},
+			signal.Hint{RetryAfter: 3 * time.Second, DeadlineExceeded: true}},
 		{"with a per-day quota", `[` + geminiPerDay + `,` + google504 + `]`,
-			errorHint{BodyHint: BodyHint{RetryAfter: gemini45, Exhausted: true}, deadlineExceeded: true}},
-		{"another status", googleStatus(504, `"UNAVAILABLE"`), errorHint{}},
-		{"RESOURCE_EXHAUSTED", geminiPerMinute, errorHint{BodyHint: BodyHint{RetryAfter: gemini45}}},
-		{"lower case is not Google's", googleStatus(504, `"deadline_exceeded"`), errorHint{}},
-		{"spaced is not Google's", googleStatus(504, `" DEADLINE_EXCEEDED"`), errorHint{}},
-		{"escaped: the same string", googleStatus(504, `"DEADLINE\u005fEXCEEDED"`), errorHint{deadlineExceeded: true}},
-		{"a number", googleStatus(504, `4`), errorHint{}},
-		{"an array", googleStatus(504, `["DEADLINE_EXCEEDED"]`), errorHint{}},
-		{"an object", googleStatus(504, `{"DEADLINE_EXCEEDED":true}`), errorHint{}},
-		{"null", googleStatus(504, `null`), errorHint{}},
-		{"outside the envelope", `{"code":504,"status":"DEADLINE_EXCEEDED"}`, errorHint{}},
-		{"in a detail", `{"error":{"details":[{"status":"DEADLINE_EXCEEDED"}]}}`, errorHint{}},
-		{"the message is not read", `{"error":{"message":"DEADLINE_EXCEEDED"}}`, errorHint{}},
-		{"nested array is not an envelope", `[[` + google504 + `]]`, errorHint{}},
-		{"truncated", google504[:len(google504)-2], errorHint{}},
-		{"trailing garbage", google504 + "}}]\x00\xff", errorHint{deadlineExceeded: true}},
-		{"a second value is not read", `{}` + google504, errorHint{}},
+			signal.Hint{RetryAfter: gemini45, Exhausted: true, DeadlineExceeded: true}},
+		{"another status", googleStatus(504, `"UNAVAILABLE"`), signal.Hint{}},
+		{"RESOURCE_EXHAUSTED", geminiPerMinute, signal.Hint{RetryAfter: gemini45}},
+		{"lower case is not Google's", googleStatus(504, `"deadline_exceeded"`), signal.Hint{}},
+		{"spaced is not Google's", googleStatus(504, `" DEADLINE_EXCEEDED"`), signal.Hint{}},
+		{"escaped: the same string", googleStatus(504, `"DEADLINE\u005fEXCEEDED"`), signal.Hint{DeadlineExceeded: true}},
+		{"a number", googleStatus(504, `4`), signal.Hint{}},
+		{"an array", googleStatus(504, `["DEADLINE_EXCEEDED"]`), signal.Hint{}},
+		{"an object", googleStatus(504, `{"DEADLINE_EXCEEDED":true}`), signal.Hint{}},
+		{"null", googleStatus(504, `null`), signal.Hint{}},
+		{"outside the envelope", `{"code":504,"status":"DEADLINE_EXCEEDED"}`, signal.Hint{}},
+		{"in a detail", `{"error":{"details":[{"status":"DEADLINE_EXCEEDED"}]}}`, signal.Hint{}},
+		{"the message is not read", `{"error":{"message":"DEADLINE_EXCEEDED"}}`, signal.Hint{}},
+		{"nested array is not an envelope", `[[` + google504 + `]]`, signal.Hint{}},
+		{"truncated", google504[:len(google504)-2], signal.Hint{}},
+		{"trailing garbage", google504 + "}}]\x00\xff", signal.Hint{DeadlineExceeded: true}},
+		{"a second value is not read", `{}` + google504, signal.Hint{}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			got := parseErrorBody([]byte(tc.body))
-			got.limits = 0 // which limit a 429 names: limitbody_test.go
+			got := signal.ErrorBody([]byte(tc.body))
+			got.Limits = 0 // which limit a 429 names: limitbody_test.go
 			assert.Equal(t, tc.want, got)
-			assert.Equal(t, got.BodyHint, ParseErrorBody([]byte(tc.body)), "ParseErrorBody: the hint alone")
+			assert.Equal(t, BodyHint{RetryAfter: got.RetryAfter, Exhausted: got.Exhausted}, ParseErrorBody([]byte(tc.body)), "ParseErrorBody: the hint alone")
 		})
 	}
 }

@@ -16,6 +16,8 @@ import (
 	"github.com/retryhttp/retryhttp/retryhttptest"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/retryhttp/retryhttp/internal/signal"
 )
 
 // Real error bodies, as the providers send them with a 429.
@@ -202,24 +204,24 @@ func FuzzParseErrorBody(f *testing.F) {
 		f.Add([]byte(seed))
 	}
 	f.Fuzz(func(t *testing.T, body []byte) {
-		got := parseErrorBody(body) // what ParseErrorBody returns, and what only the transport reads
-		if got.BodyHint != ParseErrorBody(body) || got.RetryAfter < 0 {
-			t.Fatalf("parseErrorBody(%q) = %+v, ParseErrorBody %+v: want the same hint, and a RetryAfter never negative", body, got, ParseErrorBody(body))
+		got := signal.ErrorBody(body) // what ParseErrorBody returns, and what only the transport reads
+		if (BodyHint{RetryAfter: got.RetryAfter, Exhausted: got.Exhausted}) != ParseErrorBody(body) || got.RetryAfter < 0 {
+			t.Fatalf("signal.ErrorBody(%q) = %+v, ParseErrorBody %+v: want the same hint, and a RetryAfter never negative", body, got, ParseErrorBody(body))
 		}
 		trimmed := bytes.TrimLeft(body, " \t\r\n")
 		if !json.Valid(body) || len(trimmed) == 0 || trimmed[0] != '{' && trimmed[0] != '[' {
 			return
 		}
-		if more := parseErrorBody(append(bytes.Clone(body), "}]garbage"...)); more != got {
+		if more := signal.ErrorBody(append(bytes.Clone(body), "}]garbage"...)); more != got {
 			t.Fatalf("ParseErrorBody(%q) = %+v, but %+v with bytes after it", body, got, more)
 		}
 		if trimmed[0] != '{' || len(body) >= 9000 {
 			return // wrapped, a body near encoding/json's depth limit would pass it
 		}
 		array := []byte("[" + string(body) + "]")
-		require.Equal(t, got, parseErrorBody(array), "an object alone and in an array: %q", body)
+		require.Equal(t, got, signal.ErrorBody(array), "an object alone and in an array: %q", body)
 		twice := []byte("[" + string(body) + "," + string(body) + "]")
-		require.Equal(t, got, parseErrorBody(twice), "an object once and twice in an array: %q", body)
+		require.Equal(t, got, signal.ErrorBody(twice), "an object once and twice in an array: %q", body)
 	})
 }
 

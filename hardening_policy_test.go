@@ -6,6 +6,8 @@ import (
 	"time"
 
 	"github.com/retryhttp/retryhttp/store"
+
+	"github.com/retryhttp/retryhttp/internal/signal"
 )
 
 // Issue 29's policy decisions, exhausted beside TestHearLaneExhaustive:
@@ -40,12 +42,12 @@ func TestHardeningTooLargeExhaustive(t *testing.T) {
 		st := store.State{Now: now, Record: store.Record{Lanes: make([]store.Lane, numLanes)}}
 		st.Lanes[laneTokens] = store.Lane{Per: r.per(), Burst: r.burst(), Rates: r.encode(), Version: 7}
 		for _, body := range []laneMask{0, 1 << laneTokens, 1 << laneRequests} {
-			for _, c := range []counts{{}, {limit: 30000, remaining: 30000, window: time.Minute, res: time.Millisecond, ok: true},
-				{limit: 30000, remaining: 0, window: time.Minute, res: time.Millisecond, ok: true}} {
+			for _, c := range []signal.Counts{{}, {Limit: 30000, Remaining: 30000, Window: time.Minute, Res: time.Millisecond, OK: true},
+				{Limit: 30000, Remaining: 0, Window: time.Minute, Res: time.Millisecond, OK: true}} {
 				for _, reset := range []bool{false, true} {
 					for _, ask := range []time.Duration{0, 20 * time.Second} {
 						for _, paced := range []bool{false, true} {
-							h := heard{limited: true, counts: [numLanes]counts{laneTokens: c}, body: body}
+							h := heard{limited: true, counts: [numLanes]signal.Counts{laneTokens: c}, body: body}
 							if reset {
 								h.reset[laneTokens], h.resetRes[laneTokens], h.hasReset[laneTokens] = 2*time.Second, time.Millisecond, true
 							}
@@ -90,7 +92,7 @@ func checkTooLarge(t *testing.T, st *store.State, now time.Time, h heard, cost [
 		case store.OpLimited:
 			fail("a call too large limits no lane")
 		case store.OpHold:
-			if op.Lane != laneTokens || !h.hasReset[laneTokens] || r.level() && h.counts[laneTokens].ok {
+			if op.Lane != laneTokens || !h.hasReset[laneTokens] || r.level() && h.counts[laneTokens].OK {
 				fail("a call too large holds no lane (but an exhausted reset where no bucket is stated)")
 			}
 		case store.OpRates:
@@ -153,7 +155,7 @@ func checkTicket(t *testing.T, now time.Time, s store.Lane, cost float64, wait t
 	}
 	l := laneTokens
 	charged := cost > 0 && s.Per > 0
-	if tk.charged.has(l) != charged || tk.charged.has(laneRequests) {
+	if tk.charged.Has(l) != charged || tk.charged.Has(laneRequests) {
 		fail("a ticket charges the paced lanes the send costs something on, and no other")
 	}
 	if !charged {

@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/retryhttp/retryhttp/store"
+
+	"github.com/retryhttp/retryhttp/internal/signal"
 )
 
 // heard is what one try tells a Cooldown (R17, R18, R23): the server's ask
@@ -21,7 +23,7 @@ type heard struct {
 	// the true wait may be shorter by (1 s for whole seconds).
 	ask, askRes time.Duration
 	hasAsk      bool
-	counts      [numLanes]counts
+	counts      [numLanes]signal.Counts
 	// The reset of each lane exhausted (R18), and its resolution.
 	reset, resetRes [numLanes]time.Duration
 	hasReset        [numLanes]bool
@@ -47,8 +49,8 @@ func heardOf(resp *http.Response, class Class, ask time.Duration, hasAsk, askInB
 		h.ask, h.hasAsk = ask, true
 		h.askRes = askResolution(resp.Header, askInBody)
 	}
-	h.reset, h.resetRes, h.hasReset = laneResets(resp.Header, now)
-	h.counts = laneCounts(resp.Header, now)
+	h.reset, h.resetRes, h.hasReset = signal.LaneResets(resp.Header, now)
+	h.counts = signal.LaneCounts(resp.Header, now)
 	return h
 }
 
@@ -70,7 +72,7 @@ func (h *heard) arms() bool {
 // the call's cost in tokens.
 func (h *heard) needsCosts() bool {
 	for l := laneTokens; l < numLanes; l++ {
-		if h.counts[l].ok || h.hasReset[l] || h.body.has(l) {
+		if h.counts[l].OK || h.hasReset[l] || h.body.Has(l) {
 			return true
 		}
 	}
@@ -90,7 +92,7 @@ func (h *heard) hitLanes(costs [numLanes]float64) laneMask {
 	}
 	var m laneMask
 	for l := range numLanes {
-		if c := h.counts[l]; c.ok && costs[l] > 0 && float64(c.remaining) < costs[l] || h.hasReset[l] {
+		if c := h.counts[l]; c.OK && costs[l] > 0 && float64(c.Remaining) < costs[l] || h.hasReset[l] {
 			m |= 1 << l
 		}
 	}
@@ -193,17 +195,17 @@ func newsOps(st *store.State, now time.Time, h heard, cost [numLanes]float64) (o
 	for l := range numLanes {
 		s := st.Lane(l)
 		r := decodeRates(s.Rates)
-		n := laneNews{counts: h.counts[l], hit: hit.has(l), ok: h.ok, cost: cost[l], sent: h.sent, spacing: l == laneRequests,
+		n := laneNews{counts: h.counts[l], hit: hit.Has(l), ok: h.ok, cost: cost[l], sent: h.sent, spacing: l == laneRequests,
 			reset: h.reset[l], resetRes: h.resetRes[l], hasReset: h.hasReset[l]}
 		if n.hit {
 			n.ask, n.askRes, n.hasAsk = h.ask, h.askRes, h.hasAsk
-			n.explained = n.counts.ok && float64(n.counts.remaining) < max(cost[l], 1)
+			n.explained = n.counts.OK && float64(n.counts.Remaining) < max(cost[l], 1)
 		}
-		if h.tk != nil && h.tk.charged.has(l) {
+		if h.tk != nil && h.tk.charged.Has(l) {
 			n.paced, n.gen, n.pacedPer = true, h.tk.gen[l], h.tk.charge[l]/max(cost[l], 1)
-			n.queued = h.tk.queued.has(l)
+			n.queued = h.tk.queued.Has(l)
 		}
-		if !n.counts.ok && !n.hit && !n.hasReset && !(n.ok && r.per() > 0) {
+		if !n.counts.OK && !n.hit && !n.hasReset && !(n.ok && r.per() > 0) {
 			continue // nothing said of this lane
 		}
 		quiet := maxDuration

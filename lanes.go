@@ -4,6 +4,7 @@ import (
 	"math"
 	"time"
 
+	"github.com/retryhttp/retryhttp/internal/signal"
 	"github.com/retryhttp/retryhttp/store"
 )
 
@@ -22,6 +23,9 @@ const (
 
 // laneID names a lane of a key.
 type laneID = store.LaneID
+
+// laneMask is a set of lanes (signal.Lanes: bit l for lane l).
+type laneMask = signal.Lanes
 
 // laneOf returns lane l of r, made (with those before it) when r has none.
 func laneOf(r *store.Record, l laneID) *store.Lane {

@@ -4,6 +4,8 @@ import (
 	"encoding/binary"
 	"math"
 	"time"
+
+	"github.com/retryhttp/retryhttp/internal/signal"
 )
 
 // The pacing policy (R17, R23): what one answer does to the rate of one
@@ -139,7 +141,7 @@ func (r rates) unit() float64 {
 
 // laneNews is what one answer says of one lane.
 type laneNews struct {
-	counts counts // the provider's count of the lane on this answer
+	counts signal.Counts // the provider's count of the lane on this answer
 	// hit: the answer is a 429 (or a failed try with an ask) that is about
 	// this lane (hitLanes); explained: its counts say the lane could not
 	// take this send (remaining below its cost).
@@ -221,11 +223,11 @@ func hearLane(r rates, now time.Time, quiet time.Duration, n laneNews) laneEffec
 	}
 	level := e.rates.level()
 	switch c := n.counts; {
-	case level && c.ok && c.limit >= c.remaining:
+	case level && c.OK && c.Limit >= c.Remaining:
 		// The count is where the provider's bucket is: full again when
 		// what is spent has refilled at the lane's rate (the slack's
 		// included, as in the burst); never more than maxWindow on.
-		full := min(durNs(float64(c.limit-c.remaining)*e.rates.per()), maxWindow)
+		full := min(durNs(float64(c.Limit-c.Remaining)*e.rates.per()), maxWindow)
 		e.full = from.Add(max(full, 0))
 	case n.hasReset && !level:
 		// No bucket to wait in: the reset holds the lane until the limit
@@ -238,19 +240,19 @@ func hearLane(r rates, now time.Time, quiet time.Duration, n laneNews) laneEffec
 // hearCounts reads the provider's count of the lane.
 func (e *laneEffect) hearCounts(n laneNews) {
 	c := n.counts
-	if !c.ok {
+	if !c.OK {
 		return
 	}
-	if c.limit > 0 && !n.spacing {
-		e.rates.limit = float64(c.limit)
+	if c.Limit > 0 && !n.spacing {
+		e.rates.limit = float64(c.Limit)
 	}
-	if c.limit <= c.remaining || c.window <= 0 {
+	if c.Limit <= c.Remaining || c.Window <= 0 {
 		return // a full bucket, or a window of nothing: no rate in it
 	}
-	iv := float64(c.window) / float64(c.limit-c.remaining)
-	iv = math.Min(iv, float64(maxWindow)/float64(c.limit))
+	iv := float64(c.Window) / float64(c.Limit-c.Remaining)
+	iv = math.Min(iv, float64(maxWindow)/float64(c.Limit))
 	switch {
-	case c.res*exactRes <= c.window:
+	case c.Res*exactRes <= c.Window:
 		// A count is rounded down to a whole unit, so one answer's rate is
 		// at most 1/(limit − remaining) too fast; the slowest of the
 		// recent ones is the rate (the others, let down 1% an answer, so
@@ -258,7 +260,7 @@ func (e *laneEffect) hearCounts(n laneNews) {
 		// twice as fast, from two units spent or more, is the provider's
 		// rate now: an absurd count is corrected by the next sane one.
 		word := iv * exactSlack
-		if e.rates.word == 0 || word*2 < e.rates.word && c.limit-c.remaining >= 2 {
+		if e.rates.word == 0 || word*2 < e.rates.word && c.Limit-c.Remaining >= 2 {
 			e.rates.word = word
 		} else {
 			e.rates.word = math.Max(word, e.rates.word*wordDecay)

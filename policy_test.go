@@ -1,6 +1,7 @@
 package retryhttp
 
 import (
+	"github.com/retryhttp/retryhttp/internal/signal"
 	"math"
 	"testing"
 	"time"
@@ -74,10 +75,10 @@ func hearNews(now time.Time) []laneNews {
 		for _, paced := range []int{0, 1, 2, 3} { // not paced, at the current generation, an older one, current but sent at once
 			for _, ask := range []hint{{}, {s, s, true}, {20 * s, s, true}, {13 * ms, 0, true}, {3 * ms, ms, true}, {10 * time.Minute, s, true}} {
 				for _, reset := range []hint{{}, {100 * ms, ms, true}, {s, s, true}} {
-					for _, c := range []counts{{}, {limit: 10, remaining: 0, window: 100 * ms, res: ms, ok: true},
-						{limit: 10, remaining: 9, window: s, res: s, ok: true}, {limit: 10, remaining: 10, window: 0, res: ms, ok: true},
-						{limit: 2, remaining: 1, window: 999999 * time.Hour, res: s, ok: true}, // issue 21: a century a send
-						{limit: 50000, remaining: 1000, window: 980 * ms, res: ms, ok: true}} {
+					for _, c := range []signal.Counts{{}, {Limit: 10, Remaining: 0, Window: 100 * ms, Res: ms, OK: true},
+						{Limit: 10, Remaining: 9, Window: s, Res: s, OK: true}, {Limit: 10, Remaining: 10, Window: 0, Res: ms, OK: true},
+						{Limit: 2, Remaining: 1, Window: 999999 * time.Hour, Res: s, OK: true}, // issue 21: a century a send
+						{Limit: 50000, Remaining: 1000, Window: 980 * ms, Res: ms, OK: true}} {
 						for _, cost := range []float64{0, 1, 1500} {
 							if kind == 0 && ask.ok {
 								continue // a success carries no ask (heardOf)
@@ -85,7 +86,7 @@ func hearNews(now time.Time) []laneNews {
 							n := laneNews{counts: c, hit: kind == 1, ok: kind == 0, cost: cost,
 								ask: ask.d, askRes: ask.res, hasAsk: ask.ok && kind == 1,
 								reset: reset.d, resetRes: reset.res, hasReset: reset.ok, sent: now.Add(-20 * ms)}
-							n.explained = n.hit && c.ok && float64(c.remaining) < math.Max(cost, 1)
+							n.explained = n.hit && c.OK && float64(c.Remaining) < math.Max(cost, 1)
 							if paced > 0 {
 								n.paced, n.gen, n.pacedPer, n.queued = true, 3, 10*float64(ms)/math.Max(cost, 1), paced != 3
 								if paced == 2 {
@@ -123,7 +124,7 @@ func checkHearLane(t *testing.T, now time.Time, r rates, quiet time.Duration, n 
 	for _, f := range []float64{g.word, g.learned, g.hi, g.slow, g.per(), g.burst()} {
 		check(!math.IsNaN(f) && !math.IsInf(f, 0) && f >= 0, "every rate is a finite number (issue 21: a float to int overflow)")
 	}
-	if !n.counts.ok && !n.hit && !n.ok && !n.hasReset && !n.hasAsk {
+	if !n.counts.OK && !n.hit && !n.ok && !n.hasReset && !n.hasAsk {
 		kept := r
 		kept.mean = g.mean
 		kept.bound()
@@ -136,19 +137,19 @@ func checkHearLane(t *testing.T, now time.Time, r rates, quiet time.Duration, n 
 // coarse ones a bound; a whole limit refills within a minute at most.
 func checkCountsRule(check func(bool, string), r rates, n laneNews, g rates) {
 	c := n.counts
-	if !c.ok || c.limit <= c.remaining || c.window <= 0 {
+	if !c.OK || c.Limit <= c.Remaining || c.Window <= 0 {
 		return
 	}
-	iv := math.Min(float64(c.window)/float64(c.limit-c.remaining), float64(maxWindow)/float64(c.limit))
-	check(g.limit == float64(c.limit), "a count states the bucket")
-	if c.res*exactRes <= c.window {
+	iv := math.Min(float64(c.Window)/float64(c.Limit-c.Remaining), float64(maxWindow)/float64(c.Limit))
+	check(g.limit == float64(c.Limit), "a count states the bucket")
+	if c.Res*exactRes <= c.Window {
 		want := math.Max(iv*exactSlack, r.word*wordDecay)
-		if r.word == 0 || iv*exactSlack*2 < r.word && c.limit-c.remaining >= 2 {
+		if r.word == 0 || iv*exactSlack*2 < r.word && c.Limit-c.Remaining >= 2 {
 			want = iv * exactSlack // a rate twice as fast, from two units spent or more, is the rate now
 		}
 		want = math.Max(want, float64(minInterval)/math.Max(g.mean, 1))
 		check(math.Abs(g.word-want) <= want*1e-9, "fine counts are the word: the slowest recent one")
-		check(g.word <= float64(maxWindow)/float64(c.limit)*exactSlack*1.001 || r.word*wordDecay > float64(maxWindow)/float64(c.limit),
+		check(g.word <= float64(maxWindow)/float64(c.Limit)*exactSlack*1.001 || r.word*wordDecay > float64(maxWindow)/float64(c.Limit),
 			"no count makes a rate slower than its whole limit in a minute (issue 21)")
 	} else {
 		want := iv
@@ -225,8 +226,8 @@ func checkHoldRule(check func(bool, string), now time.Time, n laneNews, e laneEf
 	}
 	check(e.hold.IsZero() || !e.hold.After(now.Add(maxHold)), "no hold past maxHold")
 	level := e.rates.limit > 0 && e.rates.word > 0 && e.rates.slow <= 1
-	if c := n.counts; level && c.ok && c.limit >= c.remaining {
-		want := min(durNs(float64(c.limit-c.remaining)*e.rates.per()), maxWindow)
+	if c := n.counts; level && c.OK && c.Limit >= c.Remaining {
+		want := min(durNs(float64(c.Limit-c.Remaining)*e.rates.per()), maxWindow)
 		check(e.full.Equal(n.sent.Add(want)), "a count places the provider's bucket, from the send")
 	} else {
 		check(e.full.IsZero(), "no count, or no bucket stated: nothing placed")

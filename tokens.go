@@ -7,6 +7,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/retryhttp/retryhttp/internal/signal"
 )
 
 type tokensKey struct{}
@@ -90,7 +92,7 @@ func readCopy(req *http.Request) (n, outCap int64, ok bool) {
 		return 0, 0, false // the goroutine closes the copy
 	}
 	<-r.done
-	outCap = outputCap((*r.buf)[:r.n])
+	outCap = signal.OutputCap((*r.buf)[:r.n])
 	closeRecovered(r.body)
 	estimateBufs.Put(r.buf)
 	return int64(r.n), outCap, true

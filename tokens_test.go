@@ -12,6 +12,8 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/retryhttp/retryhttp/internal/signal"
 )
 
 const tokensURL = "https://api.example.com/v1/chat/completions"
@@ -182,11 +184,14 @@ func TestEstimateTokensOutputCap(t *testing.T) {
 }
 
 // TestEstimateTokensTruncated: a body cut at every byte costs its
-// ceil(length ÷ 4) and the caps before the cut (capBefore), never panicking.
+// ceil(length ÷ 4) and the caps before the cut (signal.OutputCap of the
+// cut, tested on its own in internal/signal), never panicking.
 func TestEstimateTokensTruncated(t *testing.T) {
-	for n := 0; n <= len(cutSample.body); n++ {
-		body := cutSample.body[:n]
-		want := (int64(n)+3)/4 + capBefore(t, n)
+	const sample = `{"model":"m","max_tokens":100,"messages":[{"role":"user","content":"say \"max_tokens\": 9999"}],` +
+		`"generationConfig":{"maxOutputTokens":300},"max_completion_tokens":200}`
+	for n := 0; n <= len(sample); n++ {
+		body := sample[:n]
+		want := (int64(n)+3)/4 + signal.OutputCap([]byte(body))
 		assert.Equal(t, want, EstimateTokens(post(t, body)), "cut at %d: %q", n, body)
 	}
 }

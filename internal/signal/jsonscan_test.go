@@ -1,4 +1,4 @@
-package retryhttp
+package signal
 
 import (
 	"strings"
@@ -127,7 +127,7 @@ var outputCapTests = []struct {
 func TestOutputCap(t *testing.T) {
 	for _, tt := range outputCapTests {
 		t.Run(tt.name, func(t *testing.T) {
-			assert.Equal(t, tt.want, outputCap([]byte(tt.body)), "outputCap(%.200q)", tt.body)
+			assert.Equal(t, tt.want, OutputCap([]byte(tt.body)), "OutputCap(%.200q)", tt.body)
 		})
 	}
 }
@@ -177,8 +177,8 @@ func capBefore(t *testing.T, n int) int64 {
 // came before the cut, or 0, and never panics; whole, it gives the largest.
 func TestOutputCapTruncated(t *testing.T) {
 	b := []byte(cutSample.body)
-	require.Equal(t, int64(300), outputCap(b), "the whole sample")
+	require.Equal(t, int64(300), OutputCap(b), "the whole sample")
 	for n := 0; n <= len(b); n++ {
-		assert.Equal(t, capBefore(t, n), outputCap(b[:n]), "cut at %d: %q", n, b[:n])
+		assert.Equal(t, capBefore(t, n), OutputCap(b[:n]), "cut at %d: %q", n, b[:n])
 	}
 }

@@ -1,6 +1,6 @@
-package retryhttp
+package signal
 
-// outputCap returns the output cap a JSON request body asks for (R23): the
+// OutputCap returns the output cap a JSON request body asks for (R23): the
 // largest of its top-level max_tokens (OpenAI's chat, Anthropic's),
 // max_completion_tokens (OpenAI's reasoning models), max_output_tokens
 // (OpenAI's Responses) and generationConfig.maxOutputTokens (Gemini's,
@@ -9,7 +9,7 @@ package retryhttp
 // does not need, so a 64 KiB prompt costs a pass over its bytes. A body cut
 // short (the first 64 KiB of a longer one) gives what came before the cut;
 // anything that is not JSON gives 0. It never panics.
-func outputCap(b []byte) int64 {
+func OutputCap(b []byte) int64 {
 	s := scanner{b: b}
 	var best int64
 	s.object(func(key []byte) bool {

@@ -1,6 +1,7 @@
-package retryhttp
+package signal
 
 import (
+	"net/http"
 	"testing"
 	"time"
 
@@ -29,27 +30,27 @@ func TestRequestCountsTwoSets(t *testing.T) {
 	for _, tc := range []struct {
 		name string
 		h    []string
-		want counts
+		want Counts
 	}{
 		{"1 s a request against 0.2 s: the first", append(openAI("10", "0", "10s"), ietf("100", "0", "20")...),
-			counts{limit: 10, remaining: 0, window: 10 * time.Second, res: time.Millisecond, ok: true}},
+			Counts{Limit: 10, Remaining: 0, Window: 10 * time.Second, Res: time.Millisecond, OK: true}},
 		{"1 s a request against 5 s: the second", append(openAI("10", "0", "10s"), ietf("10", "8", "10")...),
-			counts{limit: 10, remaining: 8, window: 10 * time.Second, res: time.Second, ok: true}},
+			Counts{Limit: 10, Remaining: 8, Window: 10 * time.Second, Res: time.Second, OK: true}},
 		{"5 s a request against 1 s: the first", append(openAI("10", "8", "10s"), ietf("10", "0", "10")...),
-			counts{limit: 10, remaining: 8, window: 10 * time.Second, res: time.Millisecond, ok: true}},
+			Counts{Limit: 10, Remaining: 8, Window: 10 * time.Second, Res: time.Millisecond, OK: true}},
 		{"0.5 s a request against 2 s, in the middle set", append(openAI("40", "20", "10s"), anthropic("10", "5", 10*time.Second)...),
-			counts{limit: 10, remaining: 5, window: 10 * time.Second, res: time.Second, ok: true}},
+			Counts{Limit: 10, Remaining: 5, Window: 10 * time.Second, Res: time.Second, OK: true}},
 		{"nothing spent, then some: the second", append(openAI("10", "10", "1s"), ietf("10", "5", "10")...),
-			counts{limit: 10, remaining: 5, window: 10 * time.Second, res: time.Second, ok: true}},
+			Counts{Limit: 10, Remaining: 5, Window: 10 * time.Second, Res: time.Second, OK: true}},
 		{"some spent, then nothing: the first", append(openAI("10", "5", "10s"), ietf("10", "10", "30")...),
-			counts{limit: 10, remaining: 5, window: 10 * time.Second, res: time.Millisecond, ok: true}},
+			Counts{Limit: 10, Remaining: 5, Window: 10 * time.Second, Res: time.Millisecond, OK: true}},
 		{"as slow, 2 s a request each: the first", append(openAI("10", "5", "10s"), ietf("20", "10", "20")...),
-			counts{limit: 10, remaining: 5, window: 10 * time.Second, res: time.Millisecond, ok: true}},
+			Counts{Limit: 10, Remaining: 5, Window: 10 * time.Second, Res: time.Millisecond, OK: true}},
 		{"as slow, the other way round: the first", append(openAI("20", "10", "20s"), ietf("10", "5", "10")...),
-			counts{limit: 20, remaining: 10, window: 20 * time.Second, res: time.Millisecond, ok: true}},
+			Counts{Limit: 20, Remaining: 10, Window: 20 * time.Second, Res: time.Millisecond, OK: true}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			assert.Equal(t, tc.want, requestCounts(headerOf(tc.h...), epoch))
+			assert.Equal(t, tc.want, RequestCounts(headerOf(tc.h...), epoch))
 		})
 	}
 }
@@ -94,5 +95,44 @@ func TestResetResolution(t *testing.T) {
 		{"2026-11-30T12:00:01+01:00", time.Second},
 	} {
 		assert.Equal(t, tc.want, resetResolution(tc.in), "resetResolution(%q)", tc.in)
+	}
+}
+
+// TestRequestCounts reads the providers' request counts for pacing.
+func TestRequestCounts(t *testing.T) {
+	now := epoch
+	for _, tc := range []struct {
+		name string
+		h    []string
+		want Counts
+	}{
+		{"openai", []string{"X-Ratelimit-Limit-Requests", "10", "X-Ratelimit-Remaining-Requests", "3", "X-Ratelimit-Reset-Requests", "70ms"},
+			Counts{10, 3, 70 * time.Millisecond, time.Millisecond, true}},
+		{"openai minutes", []string{"X-Ratelimit-Limit-Requests", "500", "X-Ratelimit-Remaining-Requests", "0", "X-Ratelimit-Reset-Requests", "1m0s"},
+			Counts{500, 0, time.Minute, time.Millisecond, true}},
+		{"openai fraction", []string{"X-Ratelimit-Limit-Requests", "500", "X-Ratelimit-Remaining-Requests", "0", "X-Ratelimit-Reset-Requests", "1.5s"},
+			Counts{500, 0, 1500 * time.Millisecond, time.Millisecond, true}},
+		{"anthropic", []string{"Anthropic-Ratelimit-Requests-Limit", "50", "Anthropic-Ratelimit-Requests-Remaining", "49",
+			"Anthropic-Ratelimit-Requests-Reset", now.Add(2 * time.Second).Format(time.RFC3339)},
+			Counts{50, 49, 2 * time.Second, time.Second, true}},
+		{"anthropic fraction", []string{"Anthropic-Ratelimit-Requests-Limit", "50", "Anthropic-Ratelimit-Requests-Remaining", "49",
+			"Anthropic-Ratelimit-Requests-Reset", now.Add(1500 * time.Millisecond).Format("2006-01-02T15:04:05.000Z07:00")},
+			Counts{50, 49, 1500 * time.Millisecond, time.Millisecond, true}},
+		{"ietf", []string{"Ratelimit-Limit", "100", "Ratelimit-Remaining", "0", "Ratelimit-Reset", "30"},
+			Counts{100, 0, 30 * time.Second, time.Second, true}},
+		{"the slowest of two wins", []string{"X-Ratelimit-Limit-Requests", "10", "X-Ratelimit-Remaining-Requests", "0", "X-Ratelimit-Reset-Requests", "100ms",
+			"Ratelimit-Limit", "10", "Ratelimit-Remaining", "0", "Ratelimit-Reset", "10"},
+			Counts{10, 0, 10 * time.Second, time.Second, true}},
+		{"azure's -1", []string{"X-Ratelimit-Limit-Requests", "10", "X-Ratelimit-Remaining-Requests", "-1", "X-Ratelimit-Reset-Requests", "1s"}, Counts{}},
+		{"no limit", []string{"X-Ratelimit-Remaining-Requests", "0", "X-Ratelimit-Reset-Requests", "1s"}, Counts{}},
+		{"tokens are not requests", []string{"X-Ratelimit-Limit-Tokens", "10", "X-Ratelimit-Remaining-Tokens", "0", "X-Ratelimit-Reset-Tokens", "1s"}, Counts{}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			h := http.Header{}
+			for i := 0; i+1 < len(tc.h); i += 2 {
+				h.Set(tc.h[i], tc.h[i+1])
+			}
+			assert.Equal(t, tc.want, RequestCounts(h, now))
+		})
 	}
 }

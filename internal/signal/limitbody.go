@@ -1,17 +1,19 @@
-package retryhttp
+package signal
 
-import "strings"
+import (
+	"strings"
 
-// laneMask is a set of lanes.
-type laneMask uint8
+	"github.com/retryhttp/retryhttp/store"
+)
 
-func (m laneMask) has(l laneID) bool { return m&(1<<l) != 0 }
+// Lanes is a set of lanes: bit l for store.LaneID l.
+type Lanes uint8
 
-// bodyLimits is what parseErrorBody reads of the limit a provider's
+// bodyLimits is what ErrorBody reads of the limit a provider's
 // rate-limit error names, and whether it says the call is too large.
-func bodyLimits(body []byte) (hit laneMask, tooLarge bool) {
-	h := parseErrorBody(body)
-	return h.limits, h.tooLarge
+func bodyLimits(body []byte) (hit Lanes, tooLarge bool) {
+	h := ErrorBody(body)
+	return h.Limits, h.TooLarge
 }
 
 // errorLimits reads which limit one error object of a provider's JSON
@@ -29,7 +31,7 @@ func bodyLimits(body []byte) (hit laneMask, tooLarge bool) {
 //
 // tooLarge is OpenAI's "Request too large ... on tokens per min": a call
 // asking for more than the whole limit, which can never succeed.
-func errorLimits(e map[string]any) (hit laneMask, tooLarge bool) {
+func errorLimits(e map[string]any) (hit Lanes, tooLarge bool) {
 	typ, _ := e["type"].(string)
 	msg, _ := e["message"].(string)
 	lower := strings.ToLower(msg)
@@ -39,14 +41,14 @@ func errorLimits(e map[string]any) (hit laneMask, tooLarge bool) {
 		// OpenAI's "tokens per min", and would be read as the tokens limit.
 		hit |= anthropicLimit(lower)
 	case typ == "tokens" || strings.Contains(lower, "tokens per min"):
-		hit |= 1 << laneTokens
+		hit |= 1 << store.Tokens
 		tooLarge = strings.HasPrefix(lower, "request too large")
 	case typ == "requests" || strings.Contains(lower, "requests per min"):
-		hit |= 1 << laneRequests
+		hit |= 1 << store.Requests
 	case strings.Contains(lower, "exceeded token rate limit"):
-		hit |= 1 << laneTokens
+		hit |= 1 << store.Tokens
 	case strings.Contains(lower, "exceeded call rate limit"):
-		hit |= 1 << laneRequests
+		hit |= 1 << store.Requests
 	}
 	details, _ := e["details"].([]any)
 	for _, d := range details {
@@ -61,9 +63,9 @@ func errorLimits(e map[string]any) (hit laneMask, tooLarge bool) {
 			metric, _ := v["quotaMetric"].(string)
 			switch q := strings.ToLower(id + " " + metric); {
 			case strings.Contains(q, "token"):
-				hit |= 1 << laneTokens
+				hit |= 1 << store.Tokens
 			case strings.Contains(q, "request"):
-				hit |= 1 << laneRequests
+				hit |= 1 << store.Requests
 			}
 		}
 	}
@@ -75,7 +77,7 @@ func errorLimits(e map[string]any) (hit laneMask, tooLarge bool) {
 // else the first words that name one. The rate comes first because the
 // advice after it ("reduce the prompt length or the maximum tokens
 // requested") names tokens whatever the limit was.
-func anthropicLimit(msg string) laneMask {
+func anthropicLimit(msg string) Lanes {
 	for _, r := range anthropicRates {
 		if strings.Contains(msg, r.words) {
 			return 1 << r.lane
@@ -83,13 +85,13 @@ func anthropicLimit(msg string) laneMask {
 	}
 	switch {
 	case strings.Contains(msg, "input tokens"):
-		return 1 << laneInput
+		return 1 << store.InputTokens
 	case strings.Contains(msg, "output tokens"):
-		return 1 << laneOutput
+		return 1 << store.OutputTokens
 	case strings.Contains(msg, "tokens"):
-		return 1 << laneTokens
+		return 1 << store.Tokens
 	case strings.Contains(msg, "request"):
-		return 1 << laneRequests
+		return 1 << store.Requests
 	}
 	return 0
 }
@@ -98,10 +100,10 @@ func anthropicLimit(msg string) laneMask {
 // words first ("input tokens per minute" holds "tokens per minute").
 var anthropicRates = [...]struct {
 	words string
-	lane  laneID
+	lane  store.LaneID
 }{
-	{"input tokens per minute", laneInput},
-	{"output tokens per minute", laneOutput},
-	{"tokens per minute", laneTokens},
-	{"requests per minute", laneRequests},
+	{"input tokens per minute", store.InputTokens},
+	{"output tokens per minute", store.OutputTokens},
+	{"tokens per minute", store.Tokens},
+	{"requests per minute", store.Requests},
 }

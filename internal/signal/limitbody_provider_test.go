@@ -1,7 +1,8 @@
-package retryhttp
+package signal
 
 import (
 	"bufio"
+	"github.com/retryhttp/retryhttp/store"
 	"io"
 	"net/http"
 	"os"
@@ -38,7 +39,7 @@ var (
 // dialect name.
 func readGolden(t testing.TB) map[string]*goldenSection {
 	t.Helper()
-	f, err := os.Open("retryhttptest/testdata/provider_answers.golden")
+	f, err := os.Open("../../retryhttptest/testdata/provider_answers.golden")
 	require.NoError(t, err)
 	defer f.Close()
 	sections := map[string]*goldenSection{}
@@ -73,7 +74,7 @@ func readGolden(t testing.TB) map[string]*goldenSection {
 // refusal is what a 429's body should say: the limit that refused, and
 // whether the call can never succeed.
 type refusal struct {
-	hit      laneMask
+	hit      Lanes
 	tooLarge bool
 }
 
@@ -88,10 +89,10 @@ func (r refusal) GoString() string {
 // bucket (Anthropic: its input tokens); an outage, which refuses every
 // request. The bare dialect names none.
 var goldenRefusals = map[string][]refusal{
-	"openai":      {{lanes(laneTokens), false}, {lanes(laneRequests), false}, {lanes(laneTokens), true}, {lanes(laneRequests), false}},
-	"anthropic":   {{lanes(laneTokens), false}, {lanes(laneOutput), false}, {lanes(laneInput), false}, {lanes(laneRequests), false}},
-	"retry-after": {{lanes(laneTokens), false}, {lanes(laneRequests), false}, {lanes(laneTokens), false}, {lanes(laneRequests), false}},
-	"gemini":      {{lanes(laneTokens), false}, {lanes(laneRequests), false}, {lanes(laneTokens), false}, {lanes(laneRequests), false}},
+	"openai":      {{lanes(store.Tokens), false}, {lanes(store.Requests), false}, {lanes(store.Tokens), true}, {lanes(store.Requests), false}},
+	"anthropic":   {{lanes(store.Tokens), false}, {lanes(store.OutputTokens), false}, {lanes(store.InputTokens), false}, {lanes(store.Requests), false}},
+	"retry-after": {{lanes(store.Tokens), false}, {lanes(store.Requests), false}, {lanes(store.Tokens), false}, {lanes(store.Requests), false}},
+	"gemini":      {{lanes(store.Tokens), false}, {lanes(store.Requests), false}, {lanes(store.Tokens), false}, {lanes(store.Requests), false}},
 	"bare":        {{}, {}, {}, {}},
 }
 
@@ -107,13 +108,13 @@ func TestBodyLimitsGolden(t *testing.T) {
 			require.Len(t, s.bodies, int(s.stats["Refused"]), "a body for each refusal")
 			want := goldenRefusals[d.String()]
 			require.Len(t, s.bodies, len(want))
-			var count [numLanes]int64
+			var count [NumLanes]int64
 			var tooLarge int64
 			for i, body := range s.bodies {
 				hit, large := bodyLimits([]byte(body))
 				assert.Equal(t, want[i], refusal{hit, large}, "429 #%d: %s", i+1, body)
-				for l := range numLanes {
-					if hit.has(l) {
+				for l := range NumLanes {
+					if hit.Has(store.LaneID(l)) {
 						count[l]++
 					}
 				}
@@ -122,11 +123,11 @@ func TestBodyLimitsGolden(t *testing.T) {
 				}
 			}
 			if d == retryhttptest.BareDialect {
-				assert.Equal(t, [numLanes]int64{}, count, "a bare 429 names no limit")
+				assert.Equal(t, [NumLanes]int64{}, count, "a bare 429 names no limit")
 				return
 			}
 			st := s.stats
-			assert.Equal(t, [numLanes]int64{st["RefusedRequests"] + st["RefusedOutage"], st["RefusedTokens"], st["RefusedInputTokens"], st["RefusedOutputTokens"]}, count,
+			assert.Equal(t, [NumLanes]int64{st["RefusedRequests"] + st["RefusedOutage"], st["RefusedTokens"], st["RefusedInputTokens"], st["RefusedOutputTokens"]}, count,
 				"429s attributed to each lane, against the Provider's Stats (an outage refuses requests)")
 			if d == retryhttptest.OpenAIDialect {
 				assert.Equal(t, st["TooLarge"], tooLarge, "OpenAI says Request too large")
@@ -197,11 +198,11 @@ func TestBodyLimitsProvider(t *testing.T) {
 // refusedBy is the refusal the Provider counted between two Stats.
 func refusedBy(before, after retryhttptest.ProviderStats) refusal {
 	var r refusal
-	for l, n := range map[laneID]int64{
-		laneRequests: after.RefusedRequests - before.RefusedRequests + after.RefusedOutage - before.RefusedOutage,
-		laneTokens:   after.RefusedTokens - before.RefusedTokens,
-		laneInput:    after.RefusedInputTokens - before.RefusedInputTokens,
-		laneOutput:   after.RefusedOutputTokens - before.RefusedOutputTokens,
+	for l, n := range map[store.LaneID]int64{
+		store.Requests:     after.RefusedRequests - before.RefusedRequests + after.RefusedOutage - before.RefusedOutage,
+		store.Tokens:       after.RefusedTokens - before.RefusedTokens,
+		store.InputTokens:  after.RefusedInputTokens - before.RefusedInputTokens,
+		store.OutputTokens: after.RefusedOutputTokens - before.RefusedOutputTokens,
 	} {
 		if n > 0 {
 			r.hit |= 1 << l

@@ -1,6 +1,6 @@
 //go:build !race
 
-package retryhttp
+package signal
 
 import (
 	"fmt"
@@ -32,7 +32,7 @@ func allocBody() []byte {
 func TestOutputCapAllocatesNothing(t *testing.T) {
 	b := allocBody()
 	require.LessOrEqual(t, len(b), maxDrain)
-	require.Equal(t, int64(2048), outputCap(b), "the scan reaches the end")
-	allocs := testing.AllocsPerRun(100, func() { outputCap(b) })
+	require.Equal(t, int64(2048), OutputCap(b), "the scan reaches the end")
+	allocs := testing.AllocsPerRun(100, func() { OutputCap(b) })
 	assert.Zero(t, allocs, "allocations per outputCap of a 64 KiB body")
 }
