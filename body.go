@@ -40,7 +40,7 @@ const reuseGrace = time.Millisecond
 // A read it walks away from is ended (R10), and Close never waits for it.
 // A body's Close may: net/http's reader of a body it gunzips for the caller
 // (resp.Uncompressed, HTTP/1 and HTTP/2 alike) holds a lock while it reads
-// the gzip header, and Close takes it (issue 17: a Close on the transport's
+// the gzip header, and Close takes it (a Close on the transport's
 // goroutine waited for the caller's deadline). So Close, while the read
 // still goes on, ends it thus, and returns:
 //
@@ -57,7 +57,7 @@ const reuseGrace = time.Millisecond
 //     safe, and it ends the Read at once, but for a gzip reader still
 //     reading its header, whose Close waits for that read. io.ReadCloser
 //     does not promise that in general: no other body is closed under its
-//     Read (issue 21).
+//     Read.
 //
 // The goroutine that read closes the body once its Read returns, unless
 // Close gave that to a goroutine of its own. Left to the server, on a first

@@ -38,9 +38,9 @@ type call struct {
 // provider said about it, and what was decided. run starts each try with a
 // fresh one, so nothing of a try leaks into the next.
 type round struct {
-	try      int      // 1 for the first try
-	entry    *cooling // the Cooldown's entry of req's key; nil when it is not watched (R17)
-	probe    bool     // the try is the key's circuit's probe (R25): the fleet's, or the process's own row's
+	try      int         // 1 for the first try
+	entry    *watchedKey // the Cooldown's entry of req's key; nil when it is not watched (R17)
+	probe    bool        // the try is the key's circuit's probe (R25): the fleet's, or the process's own row's
 	ownProbe bool
 	held     time.Duration // waited for the Cooldown just before this try
 	slotted  time.Time     // when the Cooldown gave this try its slot; zero when it gave none
@@ -125,7 +125,7 @@ func (c *call) hear() {
 		}
 	}
 	r.quotaOK = c.cfg.quota == nil || c.cfg.quota.record(r.class)
-	c.settle()
+	c.tellCooldown()
 }
 
 // readAsk reads how long the provider asks the client to wait: Retry-After

@@ -78,7 +78,7 @@ func (c *Cooldown) Down(key string) bool {
 // as last heard, open or with its probe out, or the process's own row), and
 // whether the send is the probe of the process's own row. Past the fleet's
 // Open time the Store's take decides (its probe). e.mu is held.
-func (e *cooling) admit(now time.Time, shared bool) (refuse, ownProbe bool) {
+func (e *watchedKey) admit(now time.Time, shared bool) (refuse, ownProbe bool) {
 	if c := &e.st.Circuit; c.IsOpen() {
 		return refusing(c, now), false
 	}
@@ -91,7 +91,7 @@ func (e *cooling) admit(now time.Time, shared bool) (refuse, ownProbe bool) {
 
 // refuses reports whether a send of e's key at now would be refused on
 // what the process knows: a circuit open, or its probe out. e.mu is held.
-func (e *cooling) refuses(now time.Time) bool {
+func (e *watchedKey) refuses(now time.Time) bool {
 	return refusing(&e.st.Circuit, now) || refusing(&e.row.Circuit, now)
 }
 
@@ -103,17 +103,17 @@ func refusing(c *store.Circuit, now time.Time) bool {
 
 // down reports whether e's key is down: its circuit open, or its probe
 // out, as far as the process knows. e.mu is held.
-func (e *cooling) down() bool { return e.st.Circuit.IsOpen() || e.row.Circuit.IsOpen() }
+func (e *watchedKey) down() bool { return e.st.Circuit.IsOpen() || e.row.Circuit.IsOpen() }
 
 // failOp is the Store op of a failed try of this process.
 func (c *Cooldown) failOp(probe, solo bool) store.Op {
 	return store.Op{Kind: store.OpFail, From: c.id, Failures: c.circuit.Failures, Open: c.circuit.Open, Solo: solo, Probe: probe}
 }
 
-// heardCircuit tells the circuit what a try of e's key said: a failure,
+// circuitHeard tells the circuit what a try of e's key said: a failure,
 // a sign of life, or, for a probe, no answer (its call ended). probe and
 // ownProbe: the try was the fleet's probe, or the process's own row's.
-func (c *Cooldown) heardCircuit(ctx context.Context, e *cooling, now time.Time, fail, alive, probe, ownProbe bool) {
+func (c *Cooldown) circuitHeard(ctx context.Context, e *watchedKey, now time.Time, fail, alive, probe, ownProbe bool) {
 	shared := c.store != nil
 	var op store.Op
 	e.mu.Lock()
@@ -150,7 +150,7 @@ func (c *Cooldown) heardCircuit(ctx context.Context, e *cooling, now time.Time, 
 // noteCircuit logs the circuit of e's key opening or closing, once each
 // time, as the process sees it (R25), and ends the process's own row once
 // the fleet's circuit opened: one probe for the fleet. e.mu is held.
-func (c *Cooldown) noteCircuit(e *cooling, now time.Time) {
+func (c *Cooldown) noteCircuit(e *watchedKey, now time.Time) {
 	if c.circuit == nil {
 		return
 	}

@@ -13,6 +13,7 @@ import (
 	"weak"
 
 	"github.com/benbjohnson/clock"
+	"github.com/retryhttp/retryhttp/internal/pace"
 	"github.com/retryhttp/retryhttp/store"
 	"go.uber.org/zap"
 )
@@ -130,11 +131,11 @@ func WithStore(s store.Store) CooldownOption {
 // provider limiting the client costs the calls to the others next to
 // nothing (R16: 30 ns a call without it).
 type watchSet struct {
-	m    map[string]*cooling
+	m    map[string]*watchedKey
 	lens uint64
 }
 
-func newWatchSet(m map[string]*cooling) *watchSet {
+func newWatchSet(m map[string]*watchedKey) *watchSet {
 	ws := &watchSet{m: m}
 	for k := range m {
 		ws.lens |= 1 << (len(k) % 64)
@@ -145,12 +146,12 @@ func newWatchSet(m map[string]*cooling) *watchSet {
 // cooling is one watched key: its state as last heard from the Store, on
 // the Cooldown's clock (the process's own when the Store fails), and the
 // news of its answers not yet worth a round trip to a shared Store.
-type cooling struct {
+type watchedKey struct {
 	key     string
 	mu      sync.Mutex
 	st      store.State       // on the Cooldown's clock
-	gone    bool              // swept: an answer heard later goes to the key's new entry (issue 21)
-	armedAt time.Time         // a key armed is kept quietAfter at least
+	gone    bool              // swept: an answer heard later goes to the key's new entry
+	armedAt time.Time         // a key armed is kept pace.IdleAfter at least
 	wake    chan struct{}     // closed when the sends waiting may go sooner (woken)
 	pending []pendingOp       // sent with the next take (R24: a paced send costs one round trip)
 	own     [numLanes]ownHold // the holds this process armed on its own answers (restore)
@@ -213,7 +214,7 @@ func NewCooldown(key func(*http.Request) string, opts ...CooldownOption) *Cooldo
 	wp := weak.Make(c)
 	c.stop = c.store.Listen(func(key string, st store.State) {
 		if cd := wp.Value(); cd != nil {
-			cd.heardElsewhere(key, st)
+			cd.heardFromStore(key, st)
 		}
 	})
 	runtime.AddCleanup(c, func(stop func()) { stop() }, c.stop)
@@ -264,7 +265,7 @@ func (c *Cooldown) Until(key string) time.Time {
 
 // Reset forgets every key: what the Cooldown heard, held and paced. A table
 // test that shares one Cooldown across its rows calls it before each row,
-// so that a row's 429 does not hold the next (issue 21). With WithStore,
+// so that a row's 429 does not hold the next. With WithStore,
 // the shared Store's keys are left as they are (they expire).
 func (c *Cooldown) Reset() {
 	if c == nil {
@@ -307,7 +308,7 @@ func (c *Cooldown) now() time.Time {
 }
 
 // entry returns key's entry, nil when it is not watched.
-func (c *Cooldown) entry(key string) *cooling {
+func (c *Cooldown) entry(key string) *watchedKey {
 	if ws := c.watched.Load(); ws != nil {
 		return ws.m[key]
 	}
@@ -319,7 +320,7 @@ func (c *Cooldown) entry(key string) *cooling {
 // built on the stack, and a map index by string(bytes) does not copy; and
 // it is built only when a watched key has its length (lowercasing keeps
 // it). body is closed if the key function panics (R1).
-func (c *Cooldown) find(req *http.Request, body io.Closer) *cooling {
+func (c *Cooldown) find(req *http.Request, body io.Closer) *watchedKey {
 	ws := c.watched.Load()
 	if ws == nil || len(ws.m) == 0 {
 		return nil
@@ -343,13 +344,13 @@ func (c *Cooldown) find(req *http.Request, body io.Closer) *cooling {
 	return ws.m[string(k)]
 }
 
-// arm returns key's entry, made if it has none; nil when 4096 keys are
+// watch returns key's entry, made if it has none; nil when 4096 keys are
 // watched and none is idle. A new key copies the map (it is read without a
 // lock): arming is rare, once per key per episode of 429s.
-func (c *Cooldown) arm(key string, now time.Time) *cooling {
+func (c *Cooldown) watch(key string, now time.Time) *watchedKey {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	var old map[string]*cooling
+	var old map[string]*watchedKey
 	if ws := c.watched.Load(); ws != nil {
 		old = ws.m
 	}
@@ -367,9 +368,9 @@ func (c *Cooldown) arm(key string, now time.Time) *cooling {
 	}
 	m := maps.Clone(old)
 	if m == nil {
-		m = make(map[string]*cooling)
+		m = make(map[string]*watchedKey)
 	}
-	e := &cooling{key: key, armedAt: now}
+	e := &watchedKey{key: key, armedAt: now}
 	m[key] = e
 	c.watched.Store(newWatchSet(m))
 	c.schedule()
@@ -378,11 +379,11 @@ func (c *Cooldown) arm(key string, now time.Time) *cooling {
 
 // live copies the entries of m that are not idle at now, and marks the
 // others gone. c.mu is held.
-func (c *Cooldown) live(m map[string]*cooling, now time.Time) map[string]*cooling {
-	out := make(map[string]*cooling, len(m))
+func (c *Cooldown) live(m map[string]*watchedKey, now time.Time) map[string]*watchedKey {
+	out := make(map[string]*watchedKey, len(m))
 	for k, e := range m {
 		e.mu.Lock()
-		idle := len(e.pending) == 0 && isIdle(&e.st.Record, now) && isIdle(&e.row, now) && now.Sub(e.armedAt) >= quietAfter
+		idle := len(e.pending) == 0 && isIdle(&e.st.Record, now) && isIdle(&e.row, now) && now.Sub(e.armedAt) >= pace.IdleAfter
 		e.gone = idle
 		e.mu.Unlock()
 		if !idle {

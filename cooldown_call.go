@@ -9,7 +9,7 @@ import (
 // The call's side of the Cooldown (R17, R23, R25), all in one place: the
 // hold and the slot before a try, what the answer tells the Cooldown and
 // its circuit after it, and the hold a retry's wait must cover. The loop
-// meets the Cooldown only through hold, settle, down and cooldownLeft.
+// meets the Cooldown only through hold, tellCooldown, down and cooldownLeft.
 
 // hold waits, before every try, for what the Cooldown imposes on the call's
 // key: the send's slot, then what came up while it waited (a hold armed by
@@ -33,7 +33,7 @@ func (c *call) hold() error {
 	if err != nil {
 		closeBody(c.send.Body) // R1: the caller's body, or a retry's fresh one, is closed unsent
 		if r.probe || r.ownProbe {
-			cd.heardCircuit(c.ctx, r.entry, c.cfg.clock.Now(), false, false, r.probe, r.ownProbe) // sent nothing: the next try probes
+			cd.circuitHeard(c.ctx, r.entry, c.cfg.clock.Now(), false, false, r.probe, r.ownProbe) // sent nothing: the next try probes
 			r.probe, r.ownProbe = false, false
 		}
 	}
@@ -62,25 +62,25 @@ func (c *call) holdSlot() error {
 		return c.holdTooLong(w)
 	}
 	if w > 0 && c.budget != nil && !c.budget.reserve(w, untilDeadline) {
-		cd.untake(c.ctx, r.entry, tk)
+		cd.giveBack(c.ctx, r.entry, tk)
 		return c.holdTooLong(w)
 	}
-	fromHold := r.entry.held(r.slotted, &tk)
+	fromHold := r.entry.heldByProvider(r.slotted, &tk)
 	for {
 		if err := c.holdFor(w, fromHold); err != nil {
-			cd.untake(c.ctx, r.entry, tk)
+			cd.giveBack(c.ctx, r.entry, tk)
 			return err
 		}
 		// The hold only moves forward and retries are let in one at a
 		// time, each round waiting all of what it found: this ends.
 		now := c.cfg.clock.Now()
-		if w, fromHold = r.entry.more(now, &tk); w == 0 {
+		if w, fromHold = r.entry.leftToWait(now, &tk); w == 0 {
 			r.sent, r.tk, r.paced = now, tk, true
 			return nil
 		}
 		left, untilDeadline := c.left()
 		if w >= min(left, c.cfg.maxWait) || c.budget != nil && !c.budget.reserve(w, untilDeadline) {
-			cd.untake(c.ctx, r.entry, tk)
+			cd.giveBack(c.ctx, r.entry, tk)
 			return c.holdTooLong(w)
 		}
 	}
@@ -88,7 +88,7 @@ func (c *call) holdSlot() error {
 
 // costs is what the call costs on each lane of e's key (R23): estimated
 // once, and only when a token lane of the key is paced or held.
-func (c *call) costs(e *cooling) [numLanes]float64 {
+func (c *call) costs(e *watchedKey) [numLanes]float64 {
 	if !c.hasCosts && (e == nil || e.countsTokens(c.cfg.clock.Now())) {
 		c.cost, c.hasCosts = callCosts(c.req), true
 	}
@@ -142,12 +142,12 @@ func (c *call) holdFor(w time.Duration, fromHold bool) error {
 	return nil
 }
 
-// settle tells the Cooldown what the try said (R17, R18, R23): a failed try
+// tellCooldown tells the Cooldown what the try said (R17, R18, R23): a failed try
 // always, any answer of a watched key. A success of a key nobody watches is
 // not read (R16); a try in free flow that arms nothing takes no lock. A key
 // function that panics has the try's response closed first (R15's rule for
 // an Observer).
-func (c *call) settle() {
+func (c *call) tellCooldown() {
 	cd := c.cfg.cooldown
 	if cd == nil {
 		return
@@ -165,7 +165,7 @@ func (c *call) settle() {
 		}
 	}()
 	if circuit {
-		c.settleCircuit()
+		c.tellCircuit()
 	}
 	if !pacing {
 		return
@@ -181,11 +181,11 @@ func (c *call) settle() {
 	}
 }
 
-// settleCircuit tells the key's circuit what the try said (R25): a failure
+// tellCircuit tells the key's circuit what the try said (R25): a failure
 // (a try the Classifier calls Transient), a sign of life (any other
 // answer), or nothing (the caller's own cancel; for a probe, its end with
 // no answer). A failure arms a key nobody watched.
-func (c *call) settleCircuit() {
+func (c *call) tellCircuit() {
 	r, cd := &c.r, c.cfg.cooldown
 	news := c.ctx.Err() == nil
 	fail := news && r.class == Transient
@@ -202,11 +202,11 @@ func (c *call) settleCircuit() {
 		if key == "" {
 			return
 		}
-		if r.entry = cd.arm(key, now); r.entry == nil {
+		if r.entry = cd.watch(key, now); r.entry == nil {
 			return // bounded memory: this key goes without a circuit
 		}
 	}
-	cd.heardCircuit(c.ctx, r.entry, now, fail, alive, r.probe, r.ownProbe)
+	cd.circuitHeard(c.ctx, r.entry, now, fail, alive, r.probe, r.ownProbe)
 	r.probe, r.ownProbe = false, false
 }
 

@@ -10,6 +10,7 @@ import (
 	"testing/synctest"
 	"time"
 
+	"github.com/retryhttp/retryhttp/internal/pace"
 	"github.com/retryhttp/retryhttp/retryhttptest"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -130,8 +131,8 @@ func TestCooldownCountsAreBounded(t *testing.T) {
 		resp.Body.Close()
 	}
 	s, r := originLane(cd)
-	assert.LessOrEqual(t, time.Duration(r.word), 31*time.Second, "the absurd count's rate was bounded")
-	assert.InDelta(t, float64(10*time.Millisecond)*exactSlack, s.Per, float64(100*time.Microsecond), "the sane count since set the rate")
+	assert.LessOrEqual(t, time.Duration(r.Stated), 31*time.Second, "the absurd count's rate was bounded")
+	assert.InDelta(t, float64(10*time.Millisecond)*pace.ExactSlack, s.Per, float64(100*time.Microsecond), "the sane count since set the rate")
 	for _, w := range clk.Waits() {
 		assert.LessOrEqual(t, w, 31*time.Second, "no wait past the bound")
 	}

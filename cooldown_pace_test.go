@@ -10,6 +10,7 @@ import (
 	"testing/synctest"
 	"time"
 
+	"github.com/retryhttp/retryhttp/internal/pace"
 	"github.com/retryhttp/retryhttp/retryhttptest"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -80,7 +81,7 @@ func TestCooldownPacesByRateNotAnswers(t *testing.T) {
 // paceLearned arms origin on cd with a learned rate of one send per
 // interval, out of its ramp.
 func paceLearned(cd *Cooldown, now time.Time, interval time.Duration) {
-	setRates(cd, origin, now, rates{learned: float64(interval), gen: 1})
+	setRates(cd, origin, now, pace.Rates{Learned: float64(interval), Generation: 1})
 }
 
 // sendLog is what a fake provider saw: which call sent, and when.
@@ -299,7 +300,7 @@ func TestCooldownLearnsFromSuccessesOnly(t *testing.T) {
 		s, _ := originLane(cd)
 		return time.Duration(s.Per)
 	}
-	for _, want := range []time.Duration{100 * time.Millisecond, time.Duration(float64(100*time.Millisecond) * steadyGrow)} {
+	for _, want := range []time.Duration{100 * time.Millisecond, time.Duration(float64(100*time.Millisecond) * pace.SteadyGrow)} {
 		resp, err := tr.RoundTrip(getReq(context.Background()))
 		require.NoError(t, err)
 		resp.Body.Close()

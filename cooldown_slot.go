@@ -5,6 +5,7 @@ import (
 	"math"
 	"time"
 
+	"github.com/retryhttp/retryhttp/internal/pace"
 	"github.com/retryhttp/retryhttp/store"
 )
 
@@ -33,7 +34,7 @@ type ticket struct {
 	retry  bool // a retry's: the retries let in after it go after it
 	// local: the slot was given by the process's own state, its Store
 	// failing: its marks are on the process's clock, not the Store's
-	// (issue 29: a correction sent with one moved the fleet's schedule by
+	// (a correction sent with one moved the fleet's schedule by
 	// the clocks' skew).
 	local bool
 	// queued: the lanes on which the send waited behind another send at
@@ -46,7 +47,7 @@ type ticket struct {
 // Result that has not Took took nothing: the wait does not fit, a refusing
 // hold is in the way (w is then what is left of it), or the key's circuit
 // refuses it (Unavailable). Probe: the send is the circuit's probe.
-func (c *Cooldown) take(ctx context.Context, e *cooling, now time.Time, costs [numLanes]float64, within time.Duration, retry bool) (w time.Duration, tk ticket, res store.Result) {
+func (c *Cooldown) take(ctx context.Context, e *watchedKey, now time.Time, costs [numLanes]float64, within time.Duration, retry bool) (w time.Duration, tk ticket, res store.Result) {
 	// now is the Cooldown's clock at the take: a slot's due time is on it.
 	e.mu.Lock()
 	ops := append(e.takePending(now), store.Op{Kind: store.OpTake, Costs: costs[:], Within: within, Retry: retry, Circuit: c.circuit != nil})
@@ -78,21 +79,21 @@ func ticketOf(st *store.State, now time.Time, costs [numLanes]float64, retry, lo
 			// of the process's own state has no mark the Store knows.
 			tk.mark[l] = time.Time{}
 		}
-		tk.charge[l], tk.gen[l] = s.Charge(costs[l]), decodeRates(s.Rates).gen
+		tk.charge[l], tk.gen[l] = s.Charge(costs[l]), pace.DecodeRates(s.Rates).Generation
 		due := st.Wait
 		if !retry {
 			ready := addNs(s.Next, math.Min(tk.charge[l], s.Burst)-s.Burst-tk.charge[l])
 			due = min(max(ready.Sub(st.Now), 0), st.Wait)
 		}
 		tk.due[l], tk.perAt[l] = now.Add(due), s.Scaled
-		tk.queued |= laneMask(b2u(due >= durNs(tk.charge[l]))) << l
+		tk.queued |= laneMask(boolBit(due >= durNs(tk.charge[l]))) << l
 	}
 	return tk
 }
 
-// untake gives back the slot of tk, whose send did not go: after the
+// giveBack gives back the slot of tk, whose send did not go: after the
 // caller's context ended too, so it does not end the Store's op.
-func (c *Cooldown) untake(ctx context.Context, e *cooling, tk ticket) {
+func (c *Cooldown) giveBack(ctx context.Context, e *watchedKey, tk ticket) {
 	var ops []store.Op
 	for l := range numLanes {
 		if tk.charged.Has(l) && !tk.mark[l].IsZero() {
@@ -104,9 +105,9 @@ func (c *Cooldown) untake(ctx context.Context, e *cooling, tk ticket) {
 	}
 }
 
-// held reports whether a hold of a lane tk counts against is in the wait
+// heldByProvider reports whether a hold of a lane tk counts against is in the wait
 // from now (the provider's word, logged as such: R17).
-func (e *cooling) held(now time.Time, tk *ticket) bool {
+func (e *watchedKey) heldByProvider(now time.Time, tk *ticket) bool {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	for l := range numLanes {
@@ -117,12 +118,12 @@ func (e *cooling) held(now time.Time, tk *ticket) bool {
 	return false
 }
 
-// more is what a send holding tk must still wait at now: the rest of a hold
+// leftToWait is what a send holding tk must still wait at now: the rest of a hold
 // armed since it took its slot, and of its slot on each lane, moved on by
 // the holds and the retries let in before it since, and scaled to the
 // lane's rate if it changed since; fromHold when a hold is in it. tk is
 // brought up to date.
-func (e *cooling) more(now time.Time, tk *ticket) (w time.Duration, fromHold bool) {
+func (e *watchedKey) leftToWait(now time.Time, tk *ticket) (w time.Duration, fromHold bool) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	for l := range numLanes {
@@ -155,7 +156,7 @@ func (e *cooling) more(now time.Time, tk *ticket) (w time.Duration, fromHold boo
 // send that slept to its slot through a slower rate went at the old one
 // (the start's queue, slotted at a guess, went at twice the rate of the cut
 // that came while it slept, every other send refused). e.mu is held.
-func (e *cooling) scaledDue(l laneID, now time.Time, tk *ticket) time.Time {
+func (e *watchedKey) scaledDue(l laneID, now time.Time, tk *ticket) time.Time {
 	due, scaled := tk.due[l], e.st.Lane(l).Scaled
 	if scaled == tk.perAt[l] || tk.perAt[l] <= 0 {
 		return due
@@ -172,7 +173,7 @@ func (e *cooling) scaledDue(l laneID, now time.Time, tk *ticket) time.Time {
 
 // noteScaled keeps when each lane's schedule was scaled to a new rate: the
 // lanes of st whose Scaled differs from e's state's, at now. e.mu is held.
-func (e *cooling) noteScaled(st *store.Record, now time.Time) {
+func (e *watchedKey) noteScaled(st *store.Record, now time.Time) {
 	for l := range numLanes {
 		if st.Lane(l).Scaled != e.st.Lane(l).Scaled {
 			e.scaledAt[l] = now
@@ -183,7 +184,7 @@ func (e *cooling) noteScaled(st *store.Record, now time.Time) {
 // woken is what wakes the sends of e's key waiting for their slots: closed
 // when a lane's rate grows enough that the schedule was scaled to it, so
 // that they go sooner (StoreLane.setRates).
-func (e *cooling) woken() <-chan struct{} {
+func (e *watchedKey) woken() <-chan struct{} {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	if e.wake == nil {
@@ -195,7 +196,7 @@ func (e *cooling) woken() <-chan struct{} {
 // adopt makes st e's state when it is as new as e's (by its Seq), and
 // wakes the sends waiting if a lane's schedule was scaled to a faster
 // rate. e.mu is held.
-func (e *cooling) adopt(st store.State) {
+func (e *watchedKey) adopt(st store.State) {
 	if st.Seq < e.st.Seq {
 		return
 	}
@@ -213,7 +214,7 @@ func (e *cooling) adopt(st store.State) {
 }
 
 // wakeAll wakes the sends of e's key waiting for their slots. e.mu is held.
-func (e *cooling) wakeAll() {
+func (e *watchedKey) wakeAll() {
 	if e.wake != nil {
 		close(e.wake)
 		e.wake = nil
@@ -222,7 +223,7 @@ func (e *cooling) wakeAll() {
 
 // countsTokens reports whether a token lane of e's key is paced or held at
 // now: a call then needs its cost in tokens (R23; else it is not estimated).
-func (e *cooling) countsTokens(now time.Time) bool {
+func (e *watchedKey) countsTokens(now time.Time) bool {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	for l := laneTokens; l < numLanes; l++ {
@@ -233,7 +234,7 @@ func (e *cooling) countsTokens(now time.Time) bool {
 	return false
 }
 
-func b2u(b bool) uint8 {
+func boolBit(b bool) uint8 {
 	if b {
 		return 1
 	}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"time"
 
+	"github.com/retryhttp/retryhttp/internal/pace"
 	"github.com/retryhttp/retryhttp/store"
 	"go.uber.org/zap"
 )
@@ -15,7 +16,7 @@ import (
 // without a Store it is the state (ops apply to it), with one it is the
 // Store's as last heard, converted.
 
-// errBadReply is a Store's reply that cannot be true (issue 29: a take of
+// errBadReply is a Store's reply that cannot be true (a take of
 // 10 h, a negative wait, a zero now): read as the Store failing.
 var errBadReply = errors.New("retryhttp: a Store's reply out of range")
 
@@ -26,7 +27,7 @@ var errBadReply = errors.New("retryhttp: a Store's reply out of range")
 // state; with one, what it returns becomes e's state, and when it fails
 // the ops apply to e's state all the same: the call goes on with what the
 // process knows (R24).
-func (c *Cooldown) apply(ctx context.Context, e *cooling, ops []store.Op, reply func(st *store.State, local bool)) {
+func (c *Cooldown) apply(ctx context.Context, e *watchedKey, ops []store.Op, reply func(st *store.State, local bool)) {
 	if c.store == nil {
 		now := c.now()
 		e.mu.Lock()
@@ -77,7 +78,7 @@ const (
 // Apply's: an error, or a reply that cannot be true), and one Info when it
 // works again, on c's logger; never one per failed Apply. A Store's errors
 // are otherwise dropped, each call going on with its process's own state:
-// a Store that always fails was invisible (issue 29).
+// a Store that always fails was invisible.
 func (c *Cooldown) noteStore(err error) {
 	if (err != nil) == c.storeFailing.Load() || !c.storeFailing.CompareAndSwap(err == nil, err != nil) {
 		return // no change, or another Apply noted it
@@ -92,7 +93,7 @@ func (c *Cooldown) noteStore(err error) {
 // applyLocal applies ops to e's state at now, on the Cooldown's clock,
 // waking the sends waiting when a lane's schedule was scaled to a faster
 // rate. e.mu is held.
-func (e *cooling) applyLocal(now time.Time, ops []store.Op) {
+func (e *watchedKey) applyLocal(now time.Time, ops []store.Op) {
 	var scaled [numLanes]float64
 	for l := range numLanes {
 		scaled[l] = e.st.Lane(l).Scaled
@@ -116,8 +117,8 @@ func (e *cooling) applyLocal(now time.Time, ops []store.Op) {
 // ticket of a take the Store gave), and applied to the process's own state,
 // on its own clock, a correction by it moved the schedule by the clocks'
 // skew: one Store timeout on a Store an hour behind refused a call for an
-// hour (issue 29). Unmarked, a correction only moves the schedule later,
-// erring on the slow side, and an untake gives nothing back.
+// hour. Unmarked, a correction only moves the schedule later,
+// erring on the slow side, and a slot given back (giveBack) gives nothing back.
 func unmarked(ops []store.Op) []store.Op {
 	for i := range ops {
 		if !ops[i].Mark.IsZero() {
@@ -148,8 +149,7 @@ func checkReply(st *store.State, ops []store.Op) error {
 
 // clampSeq bounds a State's Seq to a minute past its Store's now in µs,
 // what any Store gives (store.Record.Seq): one Seq of 2^64-1 from a Store
-// that is not must not make the Cooldown deaf to every reply after it
-// (issue 29).
+// that is not must not make the Cooldown deaf to every reply after it.
 func clampSeq(st *store.State) {
 	if top := uint64(max(st.Now.Add(time.Minute).UnixMicro(), 0)); st.Seq > top {
 		st.Seq = top
@@ -159,7 +159,7 @@ func clampSeq(st *store.State) {
 // heardElsewhere is a Store's push: another process limited or held key,
 // or its circuit opened or closed (R24, R25). A key this process does not
 // watch is armed with it. A push out of range is left out.
-func (c *Cooldown) heardElsewhere(key string, st store.State) {
+func (c *Cooldown) heardFromStore(key string, st store.State) {
 	if st.Now.IsZero() || !st.Valid(st.Now) {
 		return
 	}
@@ -167,7 +167,7 @@ func (c *Cooldown) heardElsewhere(key string, st store.State) {
 	now := c.now()
 	e := c.entry(key)
 	if e == nil {
-		if e = c.arm(key, now); e == nil {
+		if e = c.watch(key, now); e == nil {
 			return
 		}
 	}
@@ -183,12 +183,12 @@ func (c *Cooldown) heardElsewhere(key string, st store.State) {
 // its own answers, with the next op, so that the fleet converges again
 // (R24). Only a loss: a lane the Store has rates for, or a hold on, is the
 // fleet's, and what this process heard of it from others is not its to
-// write back (issue 29: a hold planted once survived every flush, and
+// write back (a hold planted once survived every flush, and
 // holds copied back and forth crept later with each round trip). A hold
 // the Store applied is what is left of it on the Store's clock, at
 // storeNow: a replica whose own clock stepped back an hour wrote back an
-// hour (issue 29). e.mu is held; st and now are on the Cooldown's clock.
-func (e *cooling) restore(st *store.State, now, storeNow time.Time) {
+// hour. e.mu is held; st and now are on the Cooldown's clock.
+func (e *watchedKey) restore(st *store.State, now, storeNow time.Time) {
 	for l := range numLanes {
 		got, had := st.Lane(l), e.st.Lane(l)
 		if got.Rates == "" && had.Rates != "" {
@@ -201,7 +201,7 @@ func (e *cooling) restore(st *store.State, now, storeNow time.Time) {
 			d = own.until.Sub(storeNow)
 		}
 		if d > 0 && !got.Until.After(now) {
-			e.pending = append(e.pending, pendingOp{store.Op{Kind: store.OpHold, Lane: l, For: min(d, maxHold), Refuse: own.refuse}, now})
+			e.pending = append(e.pending, pendingOp{store.Op{Kind: store.OpHold, Lane: l, For: min(d, pace.MaxHold), Refuse: own.refuse}, now})
 		}
 	}
 }
@@ -209,12 +209,12 @@ func (e *cooling) restore(st *store.State, now, storeNow time.Time) {
 // heldOnStore keeps the holds among ops, which the Store applied at its
 // now, as this process's own, on the Store's clock (restore). e.mu is
 // held.
-func (e *cooling) heldOnStore(ops []store.Op, now time.Time) {
+func (e *watchedKey) heldOnStore(ops []store.Op, now time.Time) {
 	for _, op := range ops {
 		if op.Kind != store.OpHold || op.For <= 0 || op.Lane >= numLanes {
 			continue
 		}
-		u := now.Add(min(op.For, maxHold))
+		u := now.Add(min(op.For, pace.MaxHold))
 		if own := &e.own[op.Lane]; !own.onStore || u.After(own.until) {
 			*own = ownHold{until: u, refuse: op.Refuse, onStore: true}
 		}

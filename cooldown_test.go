@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/benbjohnson/clock"
+	"github.com/retryhttp/retryhttp/internal/pace"
 	"github.com/retryhttp/retryhttp/retryhttptest"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -18,37 +19,37 @@ const origin = "https://api.example.com"
 
 // holdFor arms key on cd as a 429 asking for d (to the nanosecond) would.
 func holdFor(cd *Cooldown, key string, now time.Time, d time.Duration) {
-	e := cd.arm(key, now)
+	e := cd.watch(key, now)
 	if e == nil {
 		return // full
 	}
-	cd.news(context.Background(), e, now, heard{limited: true, hasAsk: true, ask: d}, [numLanes]float64{1})
+	cd.applyAnswer(context.Background(), e, now, heard{limited: true, hasAsk: true, ask: d}, [numLanes]float64{1})
 }
 
 // setRates arms key on cd with the request lane's rates r, as answers that
 // said so would have.
-func setRates(cd *Cooldown, key string, now time.Time, r rates) {
-	e := cd.arm(key, now)
+func setRates(cd *Cooldown, key string, now time.Time, r pace.Rates) {
+	e := cd.watch(key, now)
 	cd.apply(context.Background(), e, []store.Op{{Kind: store.OpRates, Lane: laneRequests, Version: e.st.Lane(laneRequests).Version,
-		Per: r.per(), Burst: r.burst(), Rates: r.encode()}, {Kind: store.OpLimited, Lane: laneRequests}}, nil)
+		Per: r.Per(), Burst: r.Burst(), Rates: r.Encode()}, {Kind: store.OpLimited, Lane: laneRequests}}, nil)
 }
 
 // paceAt arms origin on cd with an exact rate of one send per interval, as a
 // 429 with OpenAI's counts at millisecond resolution would.
 func paceAt(cd *Cooldown, now time.Time, interval time.Duration) {
-	setRates(cd, origin, now, rates{word: float64(interval)})
+	setRates(cd, origin, now, pace.Rates{Stated: float64(interval)})
 }
 
 // originLane is the request lane of origin on cd as the Cooldown knows it.
-func originLane(cd *Cooldown) (store.Lane, rates) {
+func originLane(cd *Cooldown) (store.Lane, pace.Rates) {
 	e := cd.entry(origin)
 	if e == nil {
-		return store.Lane{}, rates{}
+		return store.Lane{}, pace.Rates{}
 	}
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	s := e.st.Lane(laneRequests)
-	return s, decodeRates(s.Rates)
+	return s, pace.DecodeRates(s.Rates)
 }
 
 func getReq(ctx context.Context) *http.Request {
@@ -123,10 +124,10 @@ func TestCooldownArming(t *testing.T) {
 			"X-Ratelimit-Limit-Requests", "10", "X-Ratelimit-Remaining-Requests", "0", "X-Ratelimit-Reset-Requests", "6s"), 6*time.Second - time.Millisecond, true, false, false},
 		{"an exhausted Anthropic limit an hour off: held the longest hold, refusing", retryhttptest.Status(429,
 			"Anthropic-Ratelimit-Requests-Limit", "10", "Anthropic-Ratelimit-Requests-Remaining", "0",
-			"Anthropic-Ratelimit-Requests-Reset", anthropicReset.Format(time.RFC3339)), maxHold, true, false, false},
+			"Anthropic-Ratelimit-Requests-Reset", anthropicReset.Format(time.RFC3339)), pace.MaxHold, true, false, false},
 		{"an exhausted limit with no bucket stated holds until a resolution before its reset", retryhttptest.Status(429,
 			"X-Ratelimit-Remaining-Requests", "0", "X-Ratelimit-Reset-Requests", "6s"), 6*time.Second - time.Millisecond, true, false, false},
-		{"an ask past the longest hold holds that long, refusing", retryhttptest.Status(429, "Retry-After", "1000000000"), maxHold, true, false, false},
+		{"an ask past the longest hold holds that long, refusing", retryhttptest.Status(429, "Retry-After", "1000000000"), pace.MaxHold, true, false, false},
 		{"a 500 without an ask is not about the rate", retryhttptest.Status(500), 0, false, true, false},
 		{"a success in free flow is not read", retryhttptest.Status(200,
 			"X-Ratelimit-Remaining-Requests", "0", "X-Ratelimit-Reset-Requests", "6s"), 0, false, true, false},
@@ -320,10 +321,10 @@ func mockAt(t time.Time) *clock.Mock {
 // policy the package doc states.
 func TestCooldownLiterals(t *testing.T) {
 	assert.Equal(t, 4096, maxCoolingKeys)
-	assert.Equal(t, 5*time.Second, quietAfter)
+	assert.Equal(t, 5*time.Second, pace.IdleAfter)
 	assert.Equal(t, time.Second, sweepEvery)
-	assert.Equal(t, 5*time.Millisecond, firstInterval)
-	assert.InDelta(t, 0.85, 1/cutBy, 1e-9)
+	assert.Equal(t, 5*time.Millisecond, pace.FirstInterval)
+	assert.InDelta(t, 0.85, 1/pace.CutBy, 1e-9)
 }
 
 // TestCooldownBadInput: huge, negative and past values arm nothing or
@@ -358,7 +359,7 @@ func TestCooldownBadInput(t *testing.T) {
 			until := cd.Until(origin)
 			assert.True(t, until.IsZero() || until.After(clk.Now()), "never in the past")
 			if s, _ := originLane(cd); s.Per > 0 {
-				assert.GreaterOrEqual(t, s.Per, float64(minInterval))
+				assert.GreaterOrEqual(t, s.Per, float64(pace.MinInterval))
 			}
 		})
 	}

@@ -179,7 +179,7 @@ func TestCooldownEstimatesOnlyForTokenLanes(t *testing.T) {
 		{"a key not watched", func(*Cooldown, time.Time) {}, false},
 		{"a key paced by requests only", func(cd *Cooldown, now time.Time) { paceAt(cd, now, time.Millisecond) }, false},
 		{"a key whose token lane is held", func(cd *Cooldown, now time.Time) {
-			e := cd.arm(origin, now)
+			e := cd.watch(origin, now)
 			cd.apply(context.Background(), e, []store.Op{{Kind: store.OpHold, Lane: laneTokens, For: time.Millisecond}}, nil)
 		}, true},
 	} {

@@ -10,6 +10,7 @@ import (
 	"testing/synctest"
 	"time"
 
+	"github.com/retryhttp/retryhttp/internal/pace"
 	"github.com/retryhttp/retryhttp/retryhttptest"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -270,7 +271,7 @@ func TestCooldownQuietKeysGo(t *testing.T) {
 	New(retryhttptest.NewScript(), WithClock(clk), WithCooldown(cd)) // binds the clock
 	holdFor(cd, origin, clk.Now(), 2*time.Second)
 	assert.Equal(t, 1, cd.size())
-	clk.Add(quietAfter - time.Second)
+	clk.Add(pace.IdleAfter - time.Second)
 	time.Sleep(sweepEvery + 100*time.Millisecond) // a sweep, in real time
 	assert.Equal(t, 1, cd.size(), "not yet quiet")
 	clk.Add(2 * time.Second)
@@ -289,25 +290,25 @@ func TestCooldownMemoryBounded(t *testing.T) {
 	}
 	assert.Equal(t, maxCoolingKeys, cd.size())
 	clk.Add(2 * time.Hour) // every hold is over and quiet: the next key makes room
-	require.NotNil(t, cd.arm("https://one-more.example.com", clk.Now()))
+	require.NotNil(t, cd.watch("https://one-more.example.com", clk.Now()))
 	assert.Equal(t, 1, cd.size())
 
 	// Full, a new key looks for room at most once a second: a second after
 	// it last looked, it looks again.
 	for i := range maxCoolingKeys - 1 {
-		require.NotNil(t, cd.arm(fmt.Sprintf("https://k%d.example.com", i), clk.Now()))
+		require.NotNil(t, cd.watch(fmt.Sprintf("https://k%d.example.com", i), clk.Now()))
 	}
 	armed := clk.Now()
-	clk.Add(quietAfter - time.Second/2)
-	assert.Nil(t, cd.arm("https://late.example.com", clk.Now()), "full, none quiet yet")
+	clk.Add(pace.IdleAfter - time.Second/2)
+	assert.Nil(t, cd.watch("https://late.example.com", clk.Now()), "full, none quiet yet")
 	clk.Add(sweepEvery - time.Nanosecond) // every key quiet now, but looked less than a second ago
-	require.True(t, clk.Now().Sub(armed) >= quietAfter)
-	assert.Nil(t, cd.arm("https://late.example.com", clk.Now()), "looked over less than a second ago")
+	require.True(t, clk.Now().Sub(armed) >= pace.IdleAfter)
+	assert.Nil(t, cd.watch("https://late.example.com", clk.Now()), "looked over less than a second ago")
 	clk.Add(time.Nanosecond)
-	assert.NotNil(t, cd.arm("https://late.example.com", clk.Now()), "a second on, it looks again and finds room")
+	assert.NotNil(t, cd.watch("https://late.example.com", clk.Now()), "a second on, it looks again and finds room")
 	cd.watched.Store(nil)
 	for i := range 100 {
-		require.NotNil(t, cd.arm(fmt.Sprintf("https://new%d.example.com", i), clk.Now()))
+		require.NotNil(t, cd.watch(fmt.Sprintf("https://new%d.example.com", i), clk.Now()))
 	}
 	assert.Equal(t, 100, cd.size())
 }

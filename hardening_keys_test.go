@@ -89,7 +89,7 @@ func TestHardeningTenantsDoNotMeet(t *testing.T) {
 		require.NoError(t, err)
 		key := cd.keyOf(req, nil)
 		assert.NotEqual(t, url, key, "hashed")
-		e := cd.arm(key, time.Now())
+		e := cd.watch(key, time.Now())
 		assert.Same(t, e, cd.find(req, nil), "a call finds its key")
 	})
 }

@@ -7,6 +7,7 @@ import (
 
 	"github.com/retryhttp/retryhttp/store"
 
+	"github.com/retryhttp/retryhttp/internal/pace"
 	"github.com/retryhttp/retryhttp/internal/signal"
 )
 
@@ -20,12 +21,12 @@ import (
 // policyLanes is a grid of token lanes: nothing known, learned ramping
 // (a 429 to a send at its rate halves it), learned steady, the provider's
 // word with its bucket.
-func policyLanes() []rates {
-	return []rates{
+func policyLanes() []pace.Rates {
+	return []pace.Rates{
 		{},
-		{learned: 20e3, mean: 1000, ramp: true, gen: 3},
-		{learned: 20e3, mean: 1000, gen: 3},
-		{word: 1.02e6, limit: 30000, mean: 1000, gen: 3},
+		{Learned: 20e3, MeanCost: 1000, Ramping: true, Generation: 3},
+		{Learned: 20e3, MeanCost: 1000, Generation: 3},
+		{Stated: 1.02e6, Limit: 30000, MeanCost: 1000, Generation: 3},
 	}
 }
 
@@ -40,7 +41,7 @@ func TestHardeningTooLargeExhaustive(t *testing.T) {
 	n := 0
 	for _, r := range policyLanes() {
 		st := store.State{Now: now, Record: store.Record{Lanes: make([]store.Lane, numLanes)}}
-		st.Lanes[laneTokens] = store.Lane{Per: r.per(), Burst: r.burst(), Rates: r.encode(), Version: 7}
+		st.Lanes[laneTokens] = store.Lane{Per: r.Per(), Burst: r.Burst(), Rates: r.Encode(), Version: 7}
 		for _, body := range []laneMask{0, 1 << laneTokens, 1 << laneRequests} {
 			for _, c := range []signal.Counts{{}, {Limit: 30000, Remaining: 30000, Window: time.Minute, Res: time.Millisecond, OK: true},
 				{Limit: 30000, Remaining: 0, Window: time.Minute, Res: time.Millisecond, OK: true}} {
@@ -57,7 +58,7 @@ func TestHardeningTooLargeExhaustive(t *testing.T) {
 							cost := [numLanes]float64{1, 40000, 40000}
 							if paced {
 								tk := ticket{costs: cost, charged: 1<<laneRequests | 1<<laneTokens, queued: 1<<laneRequests | 1<<laneTokens}
-								tk.gen[laneTokens], tk.charge[laneTokens] = r.gen, 40000*r.per()
+								tk.gen[laneTokens], tk.charge[laneTokens] = r.Generation, 40000*r.Per()
 								h.tk = &tk
 							}
 							n++
@@ -71,7 +72,7 @@ func TestHardeningTooLargeExhaustive(t *testing.T) {
 	t.Logf("%d lanes × answers", n)
 }
 
-func checkTooLarge(t *testing.T, st *store.State, now time.Time, h heard, cost [numLanes]float64, r rates) {
+func checkTooLarge(t *testing.T, st *store.State, now time.Time, h heard, cost [numLanes]float64, r pace.Rates) {
 	t.Helper()
 	fail := func(rule string) { t.Errorf("%s:\nrates %+v\nheard %+v", rule, r, h) }
 	plain, _ := newsOps(st, now, h, cost)
@@ -92,12 +93,12 @@ func checkTooLarge(t *testing.T, st *store.State, now time.Time, h heard, cost [
 		case store.OpLimited:
 			fail("a call too large limits no lane")
 		case store.OpHold:
-			if op.Lane != laneTokens || !h.hasReset[laneTokens] || r.level() && h.counts[laneTokens].OK {
+			if op.Lane != laneTokens || !h.hasReset[laneTokens] || r.ModelsBucket() && h.counts[laneTokens].OK {
 				fail("a call too large holds no lane (but an exhausted reset where no bucket is stated)")
 			}
 		case store.OpRates:
-			got := decodeRates(op.Rates)
-			if got.gen != r.gen || got.learned > r.learned*1.0001 || got.slow > math.Max(r.slow, 1) {
+			got := pace.DecodeRates(op.Rates)
+			if got.Generation != r.Generation || got.Learned > r.Learned*1.0001 || got.Slowdown > math.Max(r.Slowdown, 1) {
 				fail("a call too large cuts no rate")
 			}
 		}
@@ -185,7 +186,7 @@ func checkTicket(t *testing.T, now time.Time, s store.Lane, cost float64, wait t
 // hold), with the process's clock on the Store's or an hour off it: the
 // process writes back a hold only where it armed one that is not over on
 // the clock it was kept on, and the Store has none, for what is left of it
-// and at most maxHold; its rates only where the Store has none.
+// and at most pace.MaxHold; its rates only where the Store has none.
 func TestHardeningRestoreExhaustive(t *testing.T) {
 	n := 0
 	storeNow := epoch
@@ -198,10 +199,10 @@ func TestHardeningRestoreExhaustive(t *testing.T) {
 				for _, hadRates := range []bool{false, true} {
 					for _, gotHold := range []bool{false, true} {
 						for _, gotRates := range []bool{false, true} {
-							e := &cooling{}
+							e := &watchedKey{}
 							had := store.Lane{}
 							if hadRates {
-								had.Per, had.Rates = 1e6, rates{learned: 1e6}.encode()
+								had.Per, had.Rates = 1e6, pace.Rates{Learned: 1e6}.Encode()
 							}
 							if heardHold {
 								had.Until = now.Add(30 * time.Second)
@@ -213,7 +214,7 @@ func TestHardeningRestoreExhaustive(t *testing.T) {
 								got.Until = now.Add(10 * time.Second)
 							}
 							if gotRates {
-								got.Rates = rates{learned: 2e6}.encode()
+								got.Rates = pace.Rates{Learned: 2e6}.Encode()
 							}
 							st := store.State{Now: now, Record: store.Record{Lanes: []store.Lane{got}}}
 							e.restore(&st, now, storeNow)
@@ -244,16 +245,16 @@ func checkRestore(t *testing.T, now, storeNow time.Time, own ownHold, had, got s
 		switch p.op.Kind {
 		case store.OpHold:
 			holds++
-			if p.op.For > min(left, maxHold) || p.op.For <= 0 || p.op.Refuse != own.refuse {
-				fail("a hold written back is what is left of the process's own, at most maxHold")
+			if p.op.For > min(left, pace.MaxHold) || p.op.For <= 0 || p.op.Refuse != own.refuse {
+				fail("a hold written back is what is left of the process's own, at most pace.MaxHold")
 			}
 		case store.OpRates:
 			rateOps++
 			if p.op.Rates != had.Rates {
-				fail("the rates written back are the process's")
+				fail("the pace.Rates written back are the process's")
 			}
 		default:
-			fail("restore writes holds and rates only")
+			fail("restore writes holds and pace.Rates only")
 		}
 	}
 	if (holds == 1) != wantHold || holds > 1 {

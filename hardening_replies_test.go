@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/retryhttp/retryhttp/internal/pace"
 	"github.com/retryhttp/retryhttp/retryhttptest"
 	"github.com/retryhttp/retryhttp/store"
 	"github.com/stretchr/testify/assert"
@@ -80,7 +81,7 @@ func eachLane(st *store.State, f func(*store.Lane)) {
 // deadline of a minute go, each held less than a second and never less
 // than nothing (the issue: a take of 10 h slept the deadline and ended
 // Canceled; a negative wait reported Held -1h), the key held no longer
-// than maxHold (a zero now made a hold of 292 years), and the Store
+// than pace.MaxHold (a zero now made a hold of 292 years), and the Store
 // heard again when it answers right.
 func TestHardeningBadRepliesAreTheStoreFailing(t *testing.T) {
 	for _, tc := range badReplies {
@@ -105,7 +106,7 @@ func TestHardeningBadRepliesAreTheStoreFailing(t *testing.T) {
 			for i, h := range held {
 				assert.True(t, h >= 0 && h < time.Second, "call %d held %v", i, h)
 			}
-			assert.False(t, cd.Until(origin).After(clk.Now().Add(maxHold)), "no hold past maxHold: %v", cd.Until(origin))
+			assert.False(t, cd.Until(origin).After(clk.Now().Add(pace.MaxHold)), "no hold past pace.MaxHold: %v", cd.Until(origin))
 			e := cd.entry(origin)
 			require.NotNil(t, e)
 			e.mu.Lock()

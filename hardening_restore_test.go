@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/benbjohnson/clock"
+	"github.com/retryhttp/retryhttp/internal/pace"
 	"github.com/retryhttp/retryhttp/retryhttptest"
 	"github.com/retryhttp/retryhttp/store"
 	"github.com/stretchr/testify/assert"
@@ -16,7 +17,7 @@ import (
 )
 
 // Issue 29, item 2: a Cooldown writes back to its Store only the holds it
-// armed on its own answers, bounded by maxHold and by the hold's own
+// armed on its own answers, bounded by pace.MaxHold and by the hold's own
 // length, and only where the Store has none: a hold planted in the Store
 // survived every flush, holds copied back and forth crept later and were
 // published again and again, and a replica whose clock stepped back held
@@ -93,7 +94,7 @@ func TestHardeningPlantedHoldIsNothing(t *testing.T) {
 				require.NoError(t, err, "call %d goes", i)
 				assert.Less(t, held, time.Second, "call %d", i)
 			}
-			assert.False(t, cd.Until(origin).After(clk.Now().Add(maxHold)), "no hold past maxHold")
+			assert.False(t, cd.Until(origin).After(clk.Now().Add(pace.MaxHold)), "no hold past pace.MaxHold")
 			local.Reset()
 			for range 6 {
 				_, err := callWithin(t, clk, tr, time.Second)
@@ -108,7 +109,7 @@ func TestHardeningPlantedHoldIsNothing(t *testing.T) {
 		cd := NewCooldown(nil, WithStore(store.NewLocal(clk.Now)))
 		tr := New(retryhttptest.NewScript(okReply).WithClock(clk), WithClock(clk), WithCooldown(cd))
 		now := clk.Now()
-		cd.heardElsewhere(origin, store.State{Now: now, Record: store.Record{Seq: 1, Lanes: []store.Lane{{Until: now.Add(10 * time.Hour), Refuse: true}}}})
+		cd.heardFromStore(origin, store.State{Now: now, Record: store.Record{Seq: 1, Lanes: []store.Lane{{Until: now.Add(10 * time.Hour), Refuse: true}}}})
 		assert.Zero(t, cd.size(), "nothing armed")
 		for range 6 {
 			resp, err := tr.RoundTrip(getReq(context.Background()))
@@ -160,7 +161,7 @@ func TestHardeningHeardHoldIsNotRestored(t *testing.T) {
 		c := NewCooldown(nil, WithStore(local))
 		tr := New(retryhttptest.NewScript(okReply).WithClock(clk), WithClock(clk), WithCooldown(c))
 		now := clk.Now()
-		c.heardElsewhere(origin, store.State{Now: now, Record: store.Record{Seq: uint64(now.UnixMicro()),
+		c.heardFromStore(origin, store.State{Now: now, Record: store.Record{Seq: uint64(now.UnixMicro()),
 			Lanes: []store.Lane{{Until: now.Add(20 * time.Second), Limited: now}}}})
 		require.Equal(t, now.Add(20*time.Second), c.Until(origin))
 		for range 3 { // the Store never had it: each take says no hold

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/retryhttp/retryhttp/internal/pace"
 	"github.com/retryhttp/retryhttp/retryhttptest"
 	"github.com/retryhttp/retryhttp/store"
 	"github.com/stretchr/testify/assert"
@@ -30,7 +31,7 @@ func tooLarge429() retryhttptest.Reply {
 // its rates, hold and limit.
 type laneState struct {
 	per     float64
-	rates   rates
+	rates   pace.Rates
 	until   time.Time
 	limited time.Time
 }
@@ -43,7 +44,7 @@ func laneNow(cd *Cooldown, l laneID) (laneState, bool) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	s := e.st.Lane(l)
-	return laneState{per: s.Per, rates: decodeRates(s.Rates), until: s.Until, limited: s.Limited}, true
+	return laneState{per: s.Per, rates: pace.DecodeRates(s.Rates), until: s.Until, limited: s.Limited}, true
 }
 
 // TestHardeningTooLargeSaysNothingOfTheLimit: a "Request too large" 429 on
@@ -77,7 +78,7 @@ func TestHardeningTooLargeSaysNothingOfTheLimit(t *testing.T) {
 			before, ok := laneNow(cd, laneTokens)
 			require.True(t, ok)
 			require.Positive(t, before.per, "the token lane is paced")
-			require.True(t, before.rates.ramp, "ramping: a cut would halve it")
+			require.True(t, before.rates.Ramping, "ramping: a cut would halve it")
 
 			// Another send's slot of 100,000 tokens (2 s at the learned
 			// rate) is ahead of the too-large call: it waits behind it, so
@@ -98,7 +99,7 @@ func TestHardeningTooLargeSaysNothingOfTheLimit(t *testing.T) {
 
 			after, _ := laneNow(cd, laneTokens)
 			assert.Equal(t, before.per, after.per, "no cut")
-			assert.Equal(t, before.rates.gen, after.rates.gen, "no cut")
+			assert.Equal(t, before.rates.Generation, after.rates.Generation, "no cut")
 			assert.False(t, after.until.After(clk.Now()), "no hold, no pause")
 			assert.Equal(t, before.limited, after.limited, "no limit remembered")
 			if shared {

@@ -9,6 +9,7 @@ import (
 
 	"github.com/retryhttp/retryhttp/store"
 
+	"github.com/retryhttp/retryhttp/internal/pace"
 	"github.com/retryhttp/retryhttp/internal/signal"
 )
 
@@ -32,7 +33,7 @@ type heard struct {
 	tk              *ticket   // the try's slot; nil when it was not paced
 	// tooLarge: OpenAI's "Request too large" (a call asking for more than
 	// the whole limit): the caller's mistake, which says nothing of the
-	// provider's limit, so no limit, cut or hold (issue 29: it halved the
+	// provider's limit, so no limit, cut or hold (it halved the
 	// shared token lane's rate and paused it).
 	tooLarge bool
 }
@@ -122,7 +123,7 @@ func askResolution(h http.Header, inBody bool) time.Duration {
 // key was not watched; an answer that limits arms the key. costs gives the
 // call's cost when the answer needs it; body is closed if the key function
 // panics.
-func (c *Cooldown) hear(ctx context.Context, req *http.Request, e *cooling, now time.Time, h heard, costs func() [numLanes]float64, body io.Closer) {
+func (c *Cooldown) hear(ctx context.Context, req *http.Request, e *watchedKey, now time.Time, h heard, costs func() [numLanes]float64, body io.Closer) {
 	if e == nil {
 		if !h.arms() {
 			return // free flow, nothing to arm: no lock (R16)
@@ -131,15 +132,15 @@ func (c *Cooldown) hear(ctx context.Context, req *http.Request, e *cooling, now 
 		if key == "" {
 			return
 		}
-		if e = c.arm(key, now); e == nil {
+		if e = c.watch(key, now); e == nil {
 			return // bounded memory: this key goes unshared
 		}
 	}
 	if e.isGone() {
 		// Swept while the try was out (an answer after 10 s, the sweep at
 		// 5 s): what it says goes to the key as it is now, not to an entry
-		// nobody looks at (issue 21).
-		if e = c.arm(e.key, now); e == nil {
+		// nobody looks at.
+		if e = c.watch(e.key, now); e == nil {
 			return
 		}
 	}
@@ -150,21 +151,21 @@ func (c *Cooldown) hear(ctx context.Context, req *http.Request, e *cooling, now 
 	if h.needsCosts() && cost[laneTokens]+cost[laneInput]+cost[laneOutput] == 0 {
 		cost = costs() // a token lane is heard of for the first time
 	}
-	c.news(ctx, e, now, h, cost)
+	c.applyAnswer(ctx, e, now, h, cost)
 }
 
-func (e *cooling) isGone() bool {
+func (e *watchedKey) isGone() bool {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	return e.gone
 }
 
-// news applies the policy to what an answer says of each lane of e's key
-// (hearLane), and has the Store do what it decided: at once when the
+// applyAnswer applies the policy to what an answer says of each lane of e's key
+// (pace.Hear), and has the Store do what it decided: at once when the
 // provider limited or held the key (the other calls, and other processes,
 // must know now), else with the next take (R24: a paced send costs one
 // round trip; the in-process Store has no round trip to save).
-func (c *Cooldown) news(ctx context.Context, e *cooling, now time.Time, h heard, cost [numLanes]float64) {
+func (c *Cooldown) applyAnswer(ctx context.Context, e *watchedKey, now time.Time, h heard, cost [numLanes]float64) {
 	e.mu.Lock()
 	st := e.st
 	ops, urgent := newsOps(&st, now, h, cost)
@@ -194,39 +195,39 @@ func newsOps(st *store.State, now time.Time, h heard, cost [numLanes]float64) (o
 	hit := h.hitLanes(cost)
 	for l := range numLanes {
 		s := st.Lane(l)
-		r := decodeRates(s.Rates)
-		n := laneNews{counts: h.counts[l], hit: hit.Has(l), ok: h.ok, cost: cost[l], sent: h.sent, spacing: l == laneRequests,
-			reset: h.reset[l], resetRes: h.resetRes[l], hasReset: h.hasReset[l]}
-		if n.hit {
-			n.ask, n.askRes, n.hasAsk = h.ask, h.askRes, h.hasAsk
-			n.explained = n.counts.OK && float64(n.counts.Remaining) < max(cost[l], 1)
+		r := pace.DecodeRates(s.Rates)
+		n := pace.News{Counts: h.counts[l], Hit: hit.Has(l), OK: h.ok, Cost: cost[l], Sent: h.sent, Spacing: l == laneRequests,
+			Reset: h.reset[l], ResetRes: h.resetRes[l], HasReset: h.hasReset[l]}
+		if n.Hit {
+			n.Ask, n.AskRes, n.HasAsk = h.ask, h.askRes, h.hasAsk
+			n.Explained = n.Counts.OK && float64(n.Counts.Remaining) < max(cost[l], 1)
 		}
 		if h.tk != nil && h.tk.charged.Has(l) {
-			n.paced, n.gen, n.pacedPer = true, h.tk.gen[l], h.tk.charge[l]/max(cost[l], 1)
-			n.queued = h.tk.queued.Has(l)
+			n.Paced, n.Generation, n.PacedPer = true, h.tk.gen[l], h.tk.charge[l]/max(cost[l], 1)
+			n.Queued = h.tk.queued.Has(l)
 		}
-		if !n.counts.OK && !n.hit && !n.hasReset && !(n.ok && r.per() > 0) {
+		if !n.Counts.OK && !n.Hit && !n.HasReset && !(n.OK && r.Per() > 0) {
 			continue // nothing said of this lane
 		}
 		quiet := maxDuration
 		if !s.Limited.IsZero() {
 			quiet = now.Sub(s.Limited)
 		}
-		eff := hearLane(r, now, quiet, n)
-		if eff.changed {
+		eff := pace.Hear(r, now, quiet, n)
+		if eff.Changed {
 			ops = append(ops, store.Op{Kind: store.OpRates, Lane: l, Version: s.Version,
-				Per: eff.rates.per(), Burst: eff.rates.burst(), Rates: eff.rates.encode()})
+				Per: eff.Rates.Per(), Burst: eff.Rates.Burst(), Rates: eff.Rates.Encode()})
 		}
-		if eff.limited {
+		if eff.Limited {
 			ops, urgent = append(ops, store.Op{Kind: store.OpLimited, Lane: l}), true
 		}
-		if !eff.hold.IsZero() && eff.hold.After(s.Until) {
-			ops = append(ops, store.Op{Kind: store.OpHold, Lane: l, For: eff.hold.Sub(now), Refuse: eff.refuse})
+		if !eff.Hold.IsZero() && eff.Hold.After(s.Until) {
+			ops = append(ops, store.Op{Kind: store.OpHold, Lane: l, For: eff.Hold.Sub(now), Refuse: eff.Refuse})
 			urgent = true
 		}
-		if !eff.full.IsZero() && eff.rates.per() > 0 {
-			op := store.Op{Kind: store.OpCorrect, Lane: l, For: eff.full.Sub(now)}
-			if n.paced {
+		if !eff.Full.IsZero() && eff.Rates.Per() > 0 {
+			op := store.Op{Kind: store.OpCorrect, Lane: l, For: eff.Full.Sub(now)}
+			if n.Paced {
 				op.Mark, op.Moved = h.tk.mark[l], h.tk.movedAt[l]
 			}
 			ops = append(ops, op)
@@ -245,7 +246,7 @@ type pendingOp struct {
 // per lane (the newest, over the version the first was computed from), and
 // e's rates as they will be, so that the next answer's policy starts from
 // them. e.mu is held.
-func (e *cooling) addPending(ops []store.Op, now time.Time) {
+func (e *watchedKey) addPending(ops []store.Op, now time.Time) {
 	for _, op := range ops {
 		if op.Kind == store.OpRates {
 			s := laneOf(&e.st.Record, op.Lane)
@@ -260,7 +261,7 @@ func (e *cooling) addPending(ops []store.Op, now time.Time) {
 	}
 }
 
-func (e *cooling) pendingRates(lane store.LaneID) int {
+func (e *watchedKey) pendingRates(lane store.LaneID) int {
 	for i, p := range e.pending {
 		if p.op.Kind == store.OpRates && p.op.Lane == lane {
 			return i
@@ -271,7 +272,7 @@ func (e *cooling) pendingRates(lane store.LaneID) int {
 
 // takePending returns the ops kept for the next take, their times from now
 // again, and forgets them. e.mu is held.
-func (e *cooling) takePending(now time.Time) []store.Op {
+func (e *watchedKey) takePending(now time.Time) []store.Op {
 	if len(e.pending) == 0 {
 		return nil
 	}
@@ -279,7 +280,7 @@ func (e *cooling) takePending(now time.Time) []store.Op {
 	for i, p := range e.pending {
 		ops[i] = p.op
 		if p.op.Kind == store.OpCorrect || p.op.Kind == store.OpHold {
-			ops[i].For -= max(now.Sub(p.at), 0) // a clock stepped back adds nothing to it (issue 29)
+			ops[i].For -= max(now.Sub(p.at), 0) // a clock stepped back adds nothing to it
 		}
 	}
 	e.pending = nil

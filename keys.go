@@ -35,7 +35,7 @@ func (c *Cooldown) userKey(req *http.Request, body io.Closer) string {
 
 // boundKey returns k, or its SHA-256 when it is longer than maxKeyLen or
 // has the form of one ("sha256:" and 64 characters): so that no key is
-// kept as another's hash (issue 29: a tenant whose own key was another's
+// kept as another's hash (a tenant whose own key was another's
 // hashed form shared its hold), and no two keys meet.
 func boundKey(k string) string {
 	if len(k) <= maxKeyLen && !hashedForm(k) {

@@ -1,9 +1,9 @@
 package retryhttp
 
 import (
-	"math"
 	"time"
 
+	"github.com/retryhttp/retryhttp/internal/pace"
 	"github.com/retryhttp/retryhttp/internal/signal"
 	"github.com/retryhttp/retryhttp/store"
 )
@@ -12,7 +12,7 @@ import (
 // send must fit every one it counts against (R23). Each lane is a token
 // bucket as package store keeps it (store.Lane): its schedule, which every
 // send changes and a Store keeps atomically (R24), and its rates, which the
-// policy learns from the answers (policy.go).
+// policy learns from the answers (internal/pace).
 const (
 	laneRequests = store.Requests
 	laneTokens   = store.Tokens
@@ -37,15 +37,15 @@ func laneOf(r *store.Record, l laneID) *store.Lane {
 
 // isIdle reports whether the state of a key has nothing left to say at now:
 // on every lane no hold, its bucket full (nobody waiting for a slot), and
-// no limit for quietAfter; its circuit closed, and no failure in its row
-// for quietAfter.
+// no limit for pace.IdleAfter; its circuit closed, and no failure in its row
+// for pace.IdleAfter.
 func isIdle(r *store.Record, now time.Time) bool {
-	if c := &r.Circuit; c.IsOpen() || c.Failures > 0 && now.Sub(c.Last) < quietAfter {
+	if c := &r.Circuit; c.IsOpen() || c.Failures > 0 && now.Sub(c.Last) < pace.IdleAfter {
 		return false
 	}
 	for l := range r.Lanes {
 		s := &r.Lanes[l]
-		if now.Before(s.Until) || now.Before(s.Next) || now.Sub(s.Limited) < quietAfter {
+		if now.Before(s.Until) || now.Before(s.Next) || now.Sub(s.Limited) < pace.IdleAfter {
 			return false
 		}
 	}
@@ -65,20 +65,5 @@ func addNs(t time.Time, ns float64) time.Time {
 	return t.Add(durNs(ns))
 }
 
-// durNs converts nanoseconds to a Duration, rounded, saturating at the
-// largest Duration either way: a float too large for an int64 converts to
-// an undefined value in Go (on amd64, the smallest: issue 21 saw a pace of
-// one send per 292 years come out as one per 100 µs).
-func durNs(ns float64) time.Duration {
-	switch {
-	case ns != ns: // NaN
-		return 0
-	case ns >= maxDurationF:
-		return maxDuration
-	case ns <= -maxDurationF:
-		return -maxDuration
-	}
-	return time.Duration(math.Round(ns))
-}
-
-const maxDurationF = float64(maxDuration)
+// durNs converts nanoseconds to a Duration (pace.DurNs).
+func durNs(ns float64) time.Duration { return pace.DurNs(ns) }

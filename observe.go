@@ -90,10 +90,10 @@ const (
 	msgHolding  = "llm rate limit — waiting for cooldown"
 )
 
-// quiet returns l as the transport writes with it: no stack trace and no
+// withoutCaller returns l as the transport writes with it: no stack trace and no
 // caller on any entry, whatever l's own options (R14; WithLogger's doc says
 // why). nil is zap.NewNop().
-func quiet(l *zap.Logger) *zap.Logger {
+func withoutCaller(l *zap.Logger) *zap.Logger {
 	if l == nil {
 		return zap.NewNop()
 	}
@@ -107,7 +107,7 @@ var noLevel = zap.LevelEnablerFunc(func(zapcore.Level) bool { return false })
 // a hold by the provider's word (its ask, its reset), Debug for a wait for
 // a paced slot. Both are the Cooldown doing its work, not a fault: an
 // operator leaves Warn on, and a healthy fleet paced by a provider's limit
-// wrote ten Warn lines a second (issue 32). Sampled per provider (sampled).
+// wrote ten Warn lines a second. Sampled per provider (sampled).
 func logHold(cfg *config, r *http.Request, wait time.Duration, fromHold bool) {
 	level := zap.DebugLevel
 	if fromHold {
@@ -228,7 +228,7 @@ func logGiveUp(cfg *config, r *http.Request, reason Outcome, tries int, waited t
 // asked for a wait. Give-ups that repeat are sampled: at most one entry a
 // second per provider, with the count of those it stands for (a caller's
 // loop around calls that fail at once wrote 13,147 Warn lines in one
-// second: issue 32).
+// second).
 func logGiveUpAfter(cfg *config, r *http.Request, reason Outcome, tries int, waited time.Duration, status int, ask askSource, err error) {
 	ce := cfg.logger.Check(zap.WarnLevel, msgGivingUp)
 	if ce == nil {

@@ -39,7 +39,7 @@ type config struct {
 	// lean is set by New when a first try needs nothing but the base and a
 	// look at its status: no Observer, idempotency key or try timeout, and
 	// the default Classifier (R16).
-	lean bool
+	bareFirstTry bool
 }
 
 // An Option configures a Transport in New.
@@ -68,7 +68,7 @@ func New(base http.RoundTripper, opts ...Option) *Transport {
 	if t.cfg.cooldown != nil {
 		t.cfg.cooldown.bind(t.cfg.clock, t.cfg.logger)
 	}
-	t.cfg.lean = t.cfg.observe == nil && !t.cfg.idempotencyKey && t.cfg.tryTimeout == 0 && !t.cfg.customClassify
+	t.cfg.bareFirstTry = t.cfg.observe == nil && !t.cfg.idempotencyKey && t.cfg.tryTimeout == 0 && !t.cfg.customClassify
 	return t
 }
 
@@ -121,7 +121,7 @@ func WithClock(clk clock.Clock) Option {
 // entry's method and url say which call it was. l's name, fields, core and
 // hooks are kept.
 func WithLogger(l *zap.Logger) Option {
-	return func(c *config) { c.logger = quiet(l) }
+	return func(c *config) { c.logger = withoutCaller(l) }
 }
 
 // DefaultMaxWait is the longest single wait a Transport takes by default
@@ -131,8 +131,8 @@ func WithLogger(l *zap.Logger) Option {
 // quota's, which no call should sleep out.
 const DefaultMaxWait = 5 * time.Minute
 
-// WithMaxWait sets the longest single wait the transport takes (issue 21:
-// one "Retry-After: 1000000000" slept 31.7 years): a wait of d or more is
+// WithMaxWait sets the longest single wait the transport takes (one
+// "Retry-After: 1000000000" slept 31.7 years): a wait of d or more is
 // not slept, as a wait that does not fit the deadline is not (R7). The call
 // that got such an ask hands its response back at once (with a Budget, it
 // fails with ErrRateLimited); a Cooldown holds no call that long either: a
@@ -203,7 +203,7 @@ func (t *Transport) CloseIdleConnections() {
 // an error, never both.
 func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	c := &t.cfg
-	if !c.lean || req == nil || req.URL == nil {
+	if !c.bareFirstTry || req == nil || req.URL == nil {
 		return t.roundTrip(req, nil)
 	}
 	if cd := c.cooldown; cd != nil && cd.find(req, req.Body) != nil {

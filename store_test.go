@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/benbjohnson/clock"
+	"github.com/retryhttp/retryhttp/internal/pace"
 	"github.com/retryhttp/retryhttp/retryhttptest"
 	"github.com/retryhttp/retryhttp/store"
 	"github.com/stretchr/testify/assert"
@@ -40,7 +41,7 @@ func TestStoreFailingIsNotTheProviderFailing(t *testing.T) {
 	}
 	// The hold, then the slots at the learned pace (its first guess, grown
 	// 2% by a success), from the process's own state.
-	assert.Equal(t, []time.Duration{2 * time.Second, firstInterval, time.Duration(float64(firstInterval) * rampGrow)}, clk.Waits())
+	assert.Equal(t, []time.Duration{2 * time.Second, pace.FirstInterval, time.Duration(float64(pace.FirstInterval) * pace.RampGrow)}, clk.Waits())
 	assert.Positive(t, fs.applies.Load(), "the Store was asked")
 	s, _ := originLane(cd)
 	assert.Positive(t, s.Per, "paced on its own")

@@ -85,7 +85,7 @@ func TestCallerBodyClosedOnEveryPath(t *testing.T) {
 	}
 	clk := retryhttptest.NewClock() // nothing here waits: every call is sent at once or not at all
 	// cooling: api.example.com cools for an hour.
-	cooling := func() *Cooldown {
+	watchedKey := func() *Cooldown {
 		cd := NewCooldown(nil)
 		holdFor(cd, "https://api.example.com", clk.Now(), time.Hour)
 		return cd
@@ -101,10 +101,10 @@ func TestCallerBodyClosedOnEveryPath(t *testing.T) {
 		sent bool
 	}{
 		{"nil URL", nil, func(b io.ReadCloser) *http.Request { return &http.Request{Method: "POST", Body: b} }, false},
-		{"a cooldown hold that does not fit", []Option{WithCooldown(cooling())}, func(b io.ReadCloser) *http.Request {
+		{"a cooldown hold that does not fit", []Option{WithCooldown(watchedKey())}, func(b io.ReadCloser) *http.Request {
 			return post(withMinute, b)
 		}, false},
-		{"canceled before the hold", []Option{WithCooldown(cooling())}, func(b io.ReadCloser) *http.Request { return post(canceled, b) }, false},
+		{"canceled before the hold", []Option{WithCooldown(watchedKey())}, func(b io.ReadCloser) *http.Request { return post(canceled, b) }, false},
 		{"sent", nil, func(b io.ReadCloser) *http.Request { return post(context.Background(), b) }, true},
 		{"sent with an idempotency key (a clone)", []Option{WithIdempotencyKey()}, func(b io.ReadCloser) *http.Request { return post(context.Background(), b) }, true},
 	}

@@ -151,7 +151,7 @@ func (s *Store) poll() {
 	if redis.HasErrorPrefix(err, "WRONGTYPE") {
 		entries, err = nil, nil // junk at the index: nothing armed, and the next arming replaces it
 	}
-	s.settle(s.ctx, probe, err) // (s.ctx: the poll's own timeout is Redis failing, Close is not)
+	s.noteOutcome(s.ctx, probe, err) // (s.ctx: the poll's own timeout is Redis failing, Close is not)
 	if err != nil {
 		return
 	}

@@ -164,7 +164,7 @@ func (s *Store) Apply(ctx context.Context, key string, ops []store.Op) (store.St
 	if err == nil {
 		st, err = parseReply(reply)
 	}
-	s.settle(ctx, probe, err)
+	s.noteOutcome(ctx, probe, err)
 	if err != nil {
 		return store.State{}, fmt.Errorf("retryredis: apply: %w", err)
 	}
@@ -187,10 +187,10 @@ func (s *Store) indexKey(ctx context.Context, rkey string) {
 	}
 }
 
-// settle tells the breaker how an operation ended, and logs what that
+// noteOutcome tells the breaker how an operation ended, and logs what that
 // changed, once. ctx is the caller's: an operation it ended is not Redis's
 // failure.
-func (s *Store) settle(ctx context.Context, probe bool, err error) {
+func (s *Store) noteOutcome(ctx context.Context, probe bool, err error) {
 	o := succeeded
 	if err != nil {
 		o = failed
