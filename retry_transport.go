@@ -206,7 +206,7 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	if !c.bareFirstTry || req == nil || req.URL == nil {
 		return t.roundTrip(req, nil)
 	}
-	if cd := c.cooldown; cd != nil && cd.find(req, req.Body) != nil {
+	if cd := c.cooldown; cd != nil && cd.watched.Load() != nil && cd.find(req, req.Body) != nil {
 		return t.roundTrip(req, nil) // the key is watched: hold or pace first (R17)
 	}
 	// The happy path (R16): the floor (call the base, look at the status)
