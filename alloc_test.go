@@ -98,6 +98,45 @@ func TestCooldownHappyPathAllocatesNothing(t *testing.T) {
 	}
 }
 
+// TestCooldownByModelHappyPathAllocatesNothing: with a Cooldown keyed by
+// KeyByModel, a first-try success allocates nothing while no key of its
+// host is watched, whether or not another host's is (R16): its body is
+// not read. A call to a host that has a watched key reads its model on the
+// slow path: what that costs is logged, and bounded.
+func TestCooldownByModelHappyPathAllocatesNothing(t *testing.T) {
+	ok := &http.Response{StatusCode: 200, Header: http.Header{}, Body: http.NoBody}
+	var base http.RoundTripper = roundTripperFunc(func(*http.Request) (*http.Response, error) { return ok, nil })
+	for _, tc := range []struct {
+		name    string
+		url     string
+		watched string // a key the Cooldown watches
+		most    float64
+	}{
+		{"nothing watched", openAIChat, "", 0},
+		{"another host watched", openAIChat, "https://api.anthropic.com/claude-sonnet-4-5", 0},
+		{"another model of the host watched", openAIChat, "https://api.openai.com/o3", 12},
+		{"another model of the host watched, Gemini's path", geminiAPI + "gemini-2.0-flash:generateContent", "https://generativelanguage.googleapis.com/gemini-2.5-pro", 1},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			cd := NewCooldown(KeyByModel)
+			tr := New(base, WithCooldown(cd))
+			if tc.watched != "" {
+				holdFor(cd, tc.watched, time.Now(), time.Hour)
+			}
+			req := newRequest(t, context.Background(), http.MethodPost, tc.url, []byte(`{"model":"gpt-4o","messages":[]}`))
+			allocs := testing.AllocsPerRun(1000, func() {
+				if _, err := tr.RoundTrip(req); err != nil {
+					t.Fatal(err)
+				}
+			})
+			t.Logf("%s: %v allocations per call", tc.name, allocs)
+			if allocs > tc.most {
+				t.Errorf("first-try success allocates %v times per call, want %v at most", allocs, tc.most)
+			}
+		})
+	}
+}
+
 // TestMemoryFlat: 100,000 calls, each retried once (a 503, then a 200),
 // leave the heap where it was (R16): nothing of a call outlives it. The
 // base answers with fresh responses, as a real one does, so what would pile

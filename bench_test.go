@@ -18,6 +18,7 @@ import (
 	"net/http/httptest"
 	"runtime"
 	"strconv"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -155,29 +156,7 @@ func happyCases() []struct {
 func BenchmarkHappyPath(b *testing.B) {
 	deadline, cancel := context.WithTimeout(context.Background(), time.Hour)
 	defer cancel()
-	cases := append(happyCases(), []struct {
-		name string
-		ctx  context.Context
-		opts []Option
-	}{
-		{"http", context.Background(), nil}, // the same as default, on an http:// URL
-		{"deadline", deadline, nil},
-		{"budget+deadline+quota", WithBudget(deadline, NewBudget(PublicTierMaxWait)), []Option{WithQuota(NewQuota(10, 0.1))}},
-		{"try-timeout", context.Background(), []Option{WithTryTimeout(time.Minute)}},
-	}...)
-	// A Cooldown with a provider's usual headers on the success (read only
-	// for a key the Cooldown watches), and with another key watched.
-	watching := NewCooldown(nil)
-	holdFor(watching, "https://other.example.com", time.Now(), time.Hour)
-	cases = append(cases, []struct {
-		name string
-		ctx  context.Context
-		opts []Option
-	}{
-		{"cooldown+headers", context.Background(), []Option{WithCooldown(NewCooldown(nil))}},
-		{"cooldown+other-key-watched", context.Background(), []Option{WithCooldown(watching)}},
-	}...)
-	for _, bc := range cases {
+	for _, bc := range benchHappyCases(deadline) {
 		b.Run(bc.name, func(b *testing.B) {
 			base := benchBase(http.StatusOK)
 			if bc.name == "cooldown+headers" {
@@ -189,6 +168,9 @@ func BenchmarkHappyPath(b *testing.B) {
 				url = "http://api.example.com/v1/chat/completions"
 			}
 			req := benchGetURL(b, bc.ctx, url)
+			if strings.HasPrefix(bc.name, "cooldown-by-model") {
+				req = benchPost(b, `{"model":"gpt-4o","messages":[{"role":"user","content":"Say hi."}],"max_tokens":16}`)
+			}
 			b.ReportAllocs()
 			for b.Loop() {
 				resp, err := tr.RoundTrip(req)
@@ -199,6 +181,64 @@ func BenchmarkHappyPath(b *testing.B) {
 			}
 		})
 	}
+}
+
+// benchHappyCases are happyCases and the options only BenchmarkHappyPath
+// measures; deadline is a context with a deadline an hour away.
+func benchHappyCases(deadline context.Context) []struct {
+	name string
+	ctx  context.Context
+	opts []Option
+} {
+	cases := append(happyCases(), []struct {
+		name string
+		ctx  context.Context
+		opts []Option
+	}{
+		{"http", context.Background(), nil}, // the same as default, on an http:// URL
+		{"deadline", deadline, nil},
+		{"budget+deadline+quota", WithBudget(deadline, NewBudget(PublicTierMaxWait)), []Option{WithQuota(NewQuota(10, 0.1))}},
+		{"try-timeout", context.Background(), []Option{WithTryTimeout(time.Minute)}},
+	}...)
+	// A Cooldown with a provider's usual headers on the success (read only
+	// for a key the Cooldown watches), and with another key watched. Keyed
+	// by model (KeyByModel, a POST of a JSON body): with nothing watched,
+	// with a model of another host watched whose name is as long (neither
+	// reads the body; the host's key is built and looked up), and with
+	// another model of the same host watched (its model is read, on the
+	// slow path).
+	watching := NewCooldown(nil)
+	holdFor(watching, "https://other.example.com", time.Now(), time.Hour)
+	byModel := func(watched string) []Option {
+		cd := NewCooldown(KeyByModel)
+		if watched != "" {
+			holdFor(cd, watched, time.Now(), time.Hour)
+		}
+		return []Option{WithCooldown(cd)}
+	}
+	return append(cases, []struct {
+		name string
+		ctx  context.Context
+		opts []Option
+	}{
+		{"cooldown+headers", context.Background(), []Option{WithCooldown(NewCooldown(nil))}},
+		{"cooldown+other-key-watched", context.Background(), []Option{WithCooldown(watching)}},
+		{"cooldown-by-model", context.Background(), byModel("")},
+		{"cooldown-by-model+other-host-watched", context.Background(), byModel("https://api.example.net/gpt-4o")},
+		{"cooldown-by-model+other-model-watched", context.Background(), byModel("https://api.example.com/o3")},
+	}...)
+}
+
+// benchPost is a POST of a JSON body to benchURL, as an SDK makes it
+// (GetBody set).
+func benchPost(b *testing.B, body string) *http.Request {
+	b.Helper()
+	req, err := http.NewRequest(http.MethodPost, benchURL, strings.NewReader(body))
+	if err != nil {
+		b.Fatal(err)
+	}
+	req.Header.Set("Content-Type", "application/json")
+	return req
 }
 
 // benchShared answers every request with one response it never writes to,

@@ -32,6 +32,7 @@ type call struct {
 	r          round             // the try under way
 	cost       [numLanes]float64 // what the call costs on each lane of a Cooldown (R23), when hasCosts
 	hasCosts   bool
+	key        callKey // the call's Cooldown key, once made (R17: its key function runs once)
 }
 
 // round is one try: what it was sent after, what came back, what the

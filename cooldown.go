@@ -2,7 +2,6 @@ package retryhttp
 
 import (
 	"crypto/sha256"
-	"io"
 	"maps"
 	"math/rand/v2"
 	"net/http"
@@ -27,8 +26,8 @@ import (
 // It keeps, per key, a lane per limit the provider states (requests, and
 // tokens: R23): until when the provider asked clients not to come back, and
 // how fast to send once it has limited them. The key is by default the
-// request URL's scheme://host, lowercased; NewCooldown takes any other (per
-// model, per API key, ...).
+// request URL's scheme://host, lowercased; NewCooldown takes any other: per
+// model (KeyByModel), per API key, ...
 //
 // The hold. The server's ask (Retry-After, retry-after-ms, or a body's
 // retryDelay) on a failed try holds every call to the limit it is about,
@@ -75,8 +74,12 @@ import (
 // 4096 keys are watched at once (a signal for another key is then ignored),
 // and a key longer than 256 bytes is kept by its SHA-256.
 type Cooldown struct {
-	key   func(*http.Request) string
-	clock atomic.Pointer[clock.Clock] // bound by the first Transport (New)
+	key func(*http.Request) string
+	// byModel: key is KeyByModel itself, which the Cooldown reads without
+	// calling it (keys.go): a call's body is read only for a host that has
+	// a watched key.
+	byModel bool
+	clock   atomic.Pointer[clock.Clock] // bound by the first Transport (New)
 
 	// store is WithStore's, shared with other processes (R24); nil keeps
 	// every key's state in its entry, in the process. stop ends its Listen.
@@ -129,16 +132,32 @@ func WithStore(s store.Store) CooldownOption {
 // bytes long: a call whose origin key has a length no watched key has is
 // not watched, known without building its key or hashing it, so that one
 // provider limiting the client costs the calls to the others next to
-// nothing (R16: 30 ns a call without it).
+// nothing (R16: 30 ns a call without it). origins, for KeyByModel, holds
+// the scheme://host of each key (olens their lengths, as lens), so that a
+// call to a host no watched key is of is not watched, known without
+// reading its body (hashed: some key is kept by its SHA-256, whose host is
+// not known).
 type watchSet struct {
-	m    map[string]*watchedKey
-	lens uint64
+	m       map[string]*watchedKey
+	lens    uint64
+	origins map[string]struct{}
+	olens   uint64
+	hashed  bool
 }
 
-func newWatchSet(m map[string]*watchedKey) *watchSet {
+func newWatchSet(m map[string]*watchedKey, byModel bool) *watchSet {
 	ws := &watchSet{m: m}
+	if byModel {
+		ws.origins = make(map[string]struct{}, len(m))
+	}
 	for k := range m {
 		ws.lens |= 1 << (len(k) % 64)
+		if byModel {
+			o := originOf(k)
+			ws.origins[o] = struct{}{}
+			ws.olens |= 1 << (len(o) % 64)
+			ws.hashed = ws.hashed || hashedForm(k)
+		}
 	}
 	return ws
 }
@@ -191,12 +210,30 @@ const (
 )
 
 // NewCooldown returns a Cooldown with nothing cooling. key maps a request
-// (the caller's, with its context) to the provider limit it counts
-// against; nil means the request URL's scheme://host, lowercased. A key
-// function that returns "" leaves that request out: it neither holds nor
-// arms. A key function that panics has the call's response and bodies
-// closed before the panic goes on up, as an Observer's (R15). Nil options
-// are ignored.
+// to the provider limit it counts against; nil means the request URL's
+// scheme://host, lowercased, and KeyByModel adds the model the request
+// asks for (for OpenAI's and Anthropic's limits per model). A key function
+// that returns "" leaves that request out: it neither holds nor arms. A
+// key function that panics has the call's response and bodies closed
+// before the panic goes on up, as an Observer's (R15). Nil options are
+// ignored.
+//
+// A key function gets the caller's request, as RoundTrip got it (never a
+// retry's clone), with its context. It may read the request (its URL, its
+// headers), its context's values, and a copy of its body that it gets
+// from GetBody (and closes); it must not read or close req.Body, which is
+// what the transport sends, nor modify the request, and it must be safe
+// for concurrent use: it runs on the goroutine of each call. It runs at
+// most once per call, however many tries the call makes (the call keeps
+// its key), the first time the call needs it: before or after a try while
+// the Cooldown watches any key (RoundTrip's look for a hold before the
+// first try, the hold before a retry, the look after an answer), or after
+// a try whose answer arms a key (a 429 or a server's ask, an exhausted
+// limit's reset; with WithCircuit, a failure). So a call whose first try
+// succeeds runs it once while any key is watched, and not at all otherwise
+// (TestCooldownKeyRunsOncePerCall). KeyByModel itself is not called: the
+// Cooldown reads the same key without it, and reads no body for a host
+// none of its watched keys is of.
 func NewCooldown(key func(*http.Request) string, opts ...CooldownOption) *Cooldown {
 	var cfg cooldownConfig
 	for _, opt := range opts {
@@ -204,7 +241,7 @@ func NewCooldown(key func(*http.Request) string, opts ...CooldownOption) *Cooldo
 			opt(&cfg)
 		}
 	}
-	c := &Cooldown{key: key, store: cfg.store, circuit: cfg.circuit, id: rand.Uint64()}
+	c := &Cooldown{key: key, byModel: isKeyByModel(key), store: cfg.store, circuit: cfg.circuit, id: rand.Uint64()}
 	if c.store == nil {
 		return c
 	}
@@ -315,35 +352,6 @@ func (c *Cooldown) entry(key string) *watchedKey {
 	return nil
 }
 
-// find returns the watched entry of req's key, nil when its key is not
-// watched or is "". With the default key it allocates nothing: the key is
-// built on the stack, and a map index by string(bytes) does not copy; and
-// it is built only when a watched key has its length (lowercasing keeps
-// it). body is closed if the key function panics (R1).
-func (c *Cooldown) find(req *http.Request, body io.Closer) *watchedKey {
-	ws := c.watched.Load()
-	if ws == nil || len(ws.m) == 0 {
-		return nil
-	}
-	if c.key != nil {
-		return ws.m[c.userKey(req, body)]
-	}
-	u := req.URL
-	n := len(u.Scheme) + len("://") + len(u.Host)
-	if n > maxKeyLen {
-		n = hashedLen
-	}
-	if u.Host == "" || ws.lens&(1<<(n%64)) == 0 {
-		return nil
-	}
-	var buf [96]byte
-	k := appendOriginKey(buf[:0], req)
-	if len(k) > maxKeyLen || hashedForm(k) {
-		return ws.m[boundKey(string(k))]
-	}
-	return ws.m[string(k)]
-}
-
 // watch returns key's entry, made if it has none; nil when 4096 keys are
 // watched and none is idle. A new key copies the map (it is read without a
 // lock): arming is rare, once per key per episode of 429s.
@@ -372,7 +380,7 @@ func (c *Cooldown) watch(key string, now time.Time) *watchedKey {
 	}
 	e := &watchedKey{key: key, armedAt: now}
 	m[key] = e
-	c.watched.Store(newWatchSet(m))
+	c.watched.Store(newWatchSet(m, c.byModel))
 	c.schedule()
 	return e
 }
@@ -425,7 +433,7 @@ func (c *Cooldown) sweepIdle() {
 		c.watched.Store(nil)
 		return
 	}
-	c.watched.Store(newWatchSet(m))
+	c.watched.Store(newWatchSet(m, c.byModel))
 	c.schedule()
 }
 

@@ -26,7 +26,7 @@ func (c *call) hold() error {
 		return nil
 	}
 	r := &c.r
-	if r.entry = cd.find(c.req, c.send.Body); r.entry == nil || r.try == 1 && c.hasFirst {
+	if r.entry = c.entryOf(c.send.Body); r.entry == nil || r.try == 1 && c.hasFirst {
 		return nil
 	}
 	err := c.holdSlot()
@@ -175,9 +175,9 @@ func (c *call) tellCooldown() {
 	if r.paced {
 		h.tk = &r.tk
 	}
-	cd.hear(c.ctx, c.req, r.entry, r.now, h, func() [numLanes]float64 { return c.costs(nil) }, nil)
+	cd.hear(c.ctx, r.entry, r.now, h, func() [numLanes]float64 { return c.costs(nil) }, func() string { return c.keyOf(nil) })
 	if r.entry == nil {
-		r.entry = cd.find(c.req, nil) // this answer may have armed the key
+		r.entry = c.entryOf(nil) // this answer may have armed the key
 	}
 }
 
@@ -198,7 +198,7 @@ func (c *call) tellCircuit() {
 		if !fail {
 			return
 		}
-		key := cd.keyOf(c.req, nil)
+		key := c.keyOf(nil)
 		if key == "" {
 			return
 		}

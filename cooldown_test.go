@@ -26,6 +26,21 @@ func holdFor(cd *Cooldown, key string, now time.Time, d time.Duration) {
 	cd.applyAnswer(context.Background(), e, now, heard{limited: true, hasAsk: true, ask: d}, [numLanes]float64{1})
 }
 
+// find returns the watched entry of req's key, as a call finds it
+// (entryOf), nil when it is not watched or is "".
+func (c *Cooldown) find(req *http.Request) *watchedKey {
+	ws := c.watched.Load()
+	switch {
+	case ws == nil || len(ws.m) == 0:
+		return nil
+	case c.key == nil:
+		return ws.findOrigin(req)
+	case c.byModel && !ws.hasOrigin(req):
+		return nil
+	}
+	return ws.m[c.userKey(req, nil)]
+}
+
 // setRates arms key on cd with the request lane's rates r, as answers that
 // said so would have.
 func setRates(cd *Cooldown, key string, now time.Time, r pace.Rates) {
@@ -79,11 +94,11 @@ func TestCooldownKeys(t *testing.T) {
 	holdFor(cd, "https://api.example.com", epoch, time.Second)
 	for _, u := range []string{"https://API.example.COM/x?y=z", "https://api.example.com"} {
 		r, _ := http.NewRequest("GET", u, nil)
-		assert.NotNil(t, cd.find(r, nil), u)
+		assert.NotNil(t, cd.find(r), u)
 	}
 	for _, u := range []string{"http://api.example.com", "https://api.example.com:443", "/relative", "https://api.exampl3.com"} {
 		r, _ := http.NewRequest("GET", u, nil)
-		assert.Nil(t, cd.find(r, nil), u)
+		assert.Nil(t, cd.find(r), u)
 	}
 	// The length filter: every watched key is found, in any case, whatever
 	// else is watched; a length no watched key has is not watched.
@@ -92,10 +107,10 @@ func TestCooldownKeys(t *testing.T) {
 	}
 	for k := range cd.watched.Load().m {
 		r, _ := http.NewRequest("GET", strings.ToUpper(k)+"/v1", nil)
-		assert.NotNil(t, cd.find(r, nil), k)
+		assert.NotNil(t, cd.find(r), k)
 	}
 	r, _ := http.NewRequest("GET", "https://c.example/v1", nil) // as long as b.example
-	assert.Nil(t, cd.find(r, nil))
+	assert.Nil(t, cd.find(r))
 }
 
 // TestCooldownArming checks R17's arming through the transport: which
@@ -159,7 +174,7 @@ func TestCooldownArming(t *testing.T) {
 			} else {
 				assert.True(t, cd.Until(origin).IsZero(), "nobody else held")
 			}
-			require.NotNil(t, cd.find(getReq(context.Background()), nil))
+			require.NotNil(t, cd.find(getReq(context.Background())))
 			s, _ := originLane(cd)
 			assert.Equal(t, tc.paced, s.Per > 0, "paced")
 		})

@@ -16,8 +16,9 @@ import (
 type modelKey struct{}
 
 // A Cooldown keyed by model: an OpenAI organization's limits are per model,
-// so a 429 for one model holds the calls to that model only. The key
-// function reads the model the app put in the request's context.
+// so a 429 for one model holds the calls to that model only. This key
+// function of the app's own reads the model the app put in the request's
+// context (KeyByModel reads it from the request itself).
 func ExampleNewCooldown() {
 	cooldown := retryhttp.NewCooldown(func(r *http.Request) string {
 		model, _ := r.Context().Value(modelKey{}).(string)
@@ -52,6 +53,42 @@ func ExampleNewCooldown() {
 	// gpt-4o-mini: 200 after 0s
 	// gpt-4o: 200 after 20s
 	// waits: [20s]
+}
+
+// OpenAI's limits are per model, and its SDK puts the model only in the
+// JSON body: a Cooldown keyed by KeyByModel reads it there (Gemini's from
+// the path), so that a 429 for gpt-4o holds the next gpt-4o call until the
+// provider has room, and none of gpt-4o-mini's.
+func ExampleKeyByModel() {
+	clk := retryhttptest.NewClock()
+	provider := retryhttptest.NewProvider(retryhttptest.ProviderConfig{Clock: clk, Models: map[string]retryhttptest.ModelLimits{
+		"gpt-4o":      {Requests: retryhttptest.Limit{Rate: 0.1, Size: 1}}, // one at once, then one in 10 s
+		"gpt-4o-mini": {Requests: retryhttptest.PerMinute(500)},
+	}})
+	cooldown := retryhttp.NewCooldown(retryhttp.KeyByModel)
+	transport := retryhttp.New(provider, retryhttp.WithClock(clk), retryhttp.WithCooldown(cooldown), retryhttp.WithMaxRetries(0))
+
+	call := func(model string) {
+		req, _ := http.NewRequest(http.MethodPost, "https://api.openai.com/v1/chat/completions", strings.NewReader(`{"model":"`+model+`","messages":[]}`))
+		key := retryhttp.KeyByModel(req)
+		before := clk.Now()
+		resp, err := transport.RoundTrip(req)
+		if err != nil {
+			fmt.Println(err)
+			return
+		}
+		resp.Body.Close()
+		fmt.Printf("%s: %d after %v\n", key, resp.StatusCode, clk.Since(before))
+	}
+	call("gpt-4o")      // admitted
+	call("gpt-4o")      // refused: the 429 holds gpt-4o's key for the 10 s the provider asks
+	call("gpt-4o-mini") // another model: not held
+	call("gpt-4o")      // held, then admitted
+	// Output:
+	// https://api.openai.com/gpt-4o: 200 after 0s
+	// https://api.openai.com/gpt-4o: 429 after 0s
+	// https://api.openai.com/gpt-4o-mini: 200 after 0s
+	// https://api.openai.com/gpt-4o: 200 after 10s
 }
 
 // Some SDKs (langchaingo among them) replace the transport's error with text

@@ -2,7 +2,6 @@ package retryhttp
 
 import (
 	"context"
-	"io"
 	"net/http"
 	"strings"
 	"time"
@@ -119,16 +118,16 @@ func askResolution(h http.Header, inBody bool) time.Duration {
 	return time.Second
 }
 
-// hear records what an answer for req says. e is req's entry, nil when its
-// key was not watched; an answer that limits arms the key. costs gives the
-// call's cost when the answer needs it; body is closed if the key function
-// panics.
-func (c *Cooldown) hear(ctx context.Context, req *http.Request, e *watchedKey, now time.Time, h heard, costs func() [numLanes]float64, body io.Closer) {
+// hear records what an answer says. e is its call's entry, nil when the
+// call's key was not watched; an answer that limits arms the key, which key
+// gives ("" leaves the call out). costs gives the call's cost when the
+// answer needs it.
+func (c *Cooldown) hear(ctx context.Context, e *watchedKey, now time.Time, h heard, costs func() [numLanes]float64, key func() string) {
 	if e == nil {
 		if !h.arms() {
 			return // free flow, nothing to arm: no lock (R16)
 		}
-		key := c.keyOf(req, body)
+		key := key()
 		if key == "" {
 			return
 		}

@@ -5,11 +5,118 @@ import (
 	"encoding/hex"
 	"io"
 	"net/http"
+	"reflect"
+	"strings"
+
+	"github.com/retryhttp/retryhttp/internal/signal"
 )
 
 // What a Cooldown key is (R17): by default the request URL's
 // scheme://host, lowercased; else what the Cooldown's key function says,
-// bounded in length.
+// bounded in length. And how a call finds its key's entry, making the key
+// at most once.
+
+// KeyByModel is a key function for NewCooldown, for providers whose limits
+// are per model, as OpenAI's and Anthropic's are: the request URL's
+// scheme://host, lowercased, then "/" and the model the request asks for
+// ("https://api.openai.com/gpt-4o"), so that a 429 for one model holds
+// the calls to that model and not those to another model of the same
+// host. The model is read where the provider reads it:
+//
+//   - in the path, as Gemini puts it: the {model} of a last segment
+//     models/{model}:{method} (/v1beta/models/{model}:generateContent,
+//     :streamGenerateContent, and Vertex AI's
+//     .../publishers/google/models/{model}:generateContent);
+//   - else in a JSON body, as the OpenAI and Anthropic SDKs put it: its
+//     top-level "model" string, as encoding/json reads it. The body is read
+//     from a GetBody copy, never from req.Body, at most its first 64 KiB,
+//     for at most 40 ms of real time and not past req's context (as
+//     EstimateTokens reads it).
+//
+// A request in which no model is found (no body, no GetBody, GetBody
+// failing, a body that is not a JSON object, a model past the first 64
+// KiB, a read given up) has the host's key alone, the default key, which
+// it shares with every other such request of the host. A request whose URL
+// has no host gets "", which leaves it out. The model is kept as it is
+// written (not lowercased). KeyByModel never modifies req and never
+// panics, whatever GetBody and its copy's Read do.
+//
+// Given to NewCooldown as it is (not wrapped in a function of one's own),
+// it is not called at all: the Cooldown reads the same key itself, at most
+// once per call as it would call a key function (NewCooldown says when),
+// and reads no body for a host none of its watched keys is of unless the
+// call's answer arms one. So a first try to a host no watched key is of
+// costs what it costs without a Cooldown (R16: no allocation, no read);
+// one to a host that has a watched key goes the transport's slow path, and
+// the read of its body allocates (GetBody's copy, and the goroutine that
+// bounds the read in real time). Cooldown.Until takes the key as
+// KeyByModel writes it.
+func KeyByModel(req *http.Request) string {
+	if req == nil || req.URL == nil {
+		return ""
+	}
+	var buf [128]byte
+	return string(appendModelKey(buf[:0], req))
+}
+
+// isKeyByModel reports whether key is KeyByModel itself (a function's code
+// pointer: a function value cannot be compared otherwise).
+func isKeyByModel(key func(*http.Request) string) bool {
+	return key != nil && reflect.ValueOf(key).Pointer() == reflect.ValueOf(KeyByModel).Pointer()
+}
+
+// appendModelKey appends req's KeyByModel key to b, which is empty; nil
+// when the URL has no host.
+func appendModelKey(b []byte, req *http.Request) []byte {
+	if b = appendOriginKey(b, req); len(b) == 0 {
+		return nil
+	}
+	if m := pathModel(req.URL.Path); m != "" {
+		return append(append(b, '/'), m...)
+	}
+	origin := len(b)
+	if b = appendBodyModel(append(b, '/'), req); len(b) == origin+1 {
+		return b[:origin]
+	}
+	return b
+}
+
+// appendBodyModel appends the model of req's JSON body, read from a
+// GetBody copy (readCopy), to b.
+func appendBodyModel(b []byte, req *http.Request) []byte {
+	if req.Body == nil || req.Body == http.NoBody || req.GetBody == nil {
+		return b
+	}
+	readCopy(req, func(body []byte) { b = signal.AppendModel(b, body) })
+	return b
+}
+
+// pathModel is the {model} of a path whose last segment is
+// models/{model}:{method}, or "".
+func pathModel(path string) string {
+	i := strings.LastIndex(path, "/models/")
+	if i < 0 {
+		return ""
+	}
+	model, method, ok := strings.Cut(path[i+len("/models/"):], ":")
+	if !ok || model == "" || method == "" || strings.Contains(model, "/") || strings.Contains(method, "/") {
+		return ""
+	}
+	return model
+}
+
+// originOf is the scheme://host a KeyByModel key starts with: all of it
+// when it has no "/" after the host.
+func originOf(k string) string {
+	i := strings.Index(k, "://")
+	if i < 0 {
+		return k
+	}
+	if j := strings.IndexByte(k[i+len("://"):], '/'); j >= 0 {
+		return k[:i+len("://")+j]
+	}
+	return k
+}
 
 // keyOf returns the key of req, or "" when req is left out.
 func (c *Cooldown) keyOf(req *http.Request, body io.Closer) string {
@@ -31,6 +138,108 @@ func (c *Cooldown) userKey(req *http.Request, body io.Closer) string {
 		}
 	}()
 	return boundKey(c.key(req))
+}
+
+// callKey is a call's key once made: a call makes it at most once, so that
+// its key function runs at most once per call (RoundTrip), whatever the
+// tries; made is false until then.
+type callKey struct {
+	key  string
+	made bool
+}
+
+// watches is RoundTrip's look, before a first try, at whether req's key
+// may be watched: then the call goes the slow path, to be held or paced.
+// With the default key it allocates nothing (findOrigin); with KeyByModel
+// it reads nothing and allocates nothing: a key of req's host is watched,
+// and the slow path reads the model. Any other key function is called, and
+// the key it made is handed on to the call. body is closed if it panics.
+func (c *Cooldown) watches(req *http.Request, body io.Closer) (bool, callKey) {
+	ws := c.watched.Load()
+	switch {
+	case ws == nil || len(ws.m) == 0:
+		return false, callKey{}
+	case c.key == nil:
+		return ws.findOrigin(req) != nil, callKey{}
+	case c.byModel:
+		return ws.hasOrigin(req), callKey{}
+	}
+	k := c.userKey(req, body)
+	return ws.m[k] != nil, callKey{k, true}
+}
+
+// entryOf returns the watched entry of the call's key, nil when it is not
+// watched or is "". The key is made only when some key is watched (for
+// KeyByModel, a key of the request's host), and then once for the call:
+// the default key is made on the stack each time (findOrigin), any other
+// is kept. body is closed if the key function panics (R1).
+func (c *call) entryOf(body io.Closer) *watchedKey {
+	cd := c.cfg.cooldown
+	if c.key.made {
+		if c.key.key == "" {
+			return nil
+		}
+		return cd.entry(c.key.key)
+	}
+	ws := cd.watched.Load()
+	switch {
+	case ws == nil || len(ws.m) == 0:
+		return nil
+	case cd.key == nil:
+		return ws.findOrigin(c.req)
+	case cd.byModel && !ws.hasOrigin(c.req):
+		return nil // its body is not read
+	}
+	return ws.m[c.keyOf(body)]
+}
+
+// keyOf returns the call's key, made once: "" when it is left out. body is
+// closed if the key function panics.
+func (c *call) keyOf(body io.Closer) string {
+	if !c.key.made {
+		c.key = callKey{c.cfg.cooldown.keyOf(c.req, body), true}
+	}
+	return c.key.key
+}
+
+// findOrigin returns the watched entry of req's default key, nil when it
+// is not watched. It allocates nothing: the key is built on the stack, and
+// a map index by string(bytes) does not copy; and it is built only when a
+// watched key has its length (lowercasing keeps it).
+func (ws *watchSet) findOrigin(req *http.Request) *watchedKey {
+	u := req.URL
+	n := len(u.Scheme) + len("://") + len(u.Host)
+	if n > maxKeyLen {
+		n = hashedLen
+	}
+	if u.Host == "" || ws.lens&(1<<(n%64)) == 0 {
+		return nil
+	}
+	var buf [96]byte
+	k := appendOriginKey(buf[:0], req)
+	if len(k) > maxKeyLen || hashedForm(k) {
+		return ws.m[boundKey(string(k))]
+	}
+	return ws.m[string(k)]
+}
+
+// hasOrigin reports whether a watched KeyByModel key may be of req's
+// scheme://host, allocating nothing, and building the host's key only when
+// a watched key's host has its length.
+func (ws *watchSet) hasOrigin(req *http.Request) bool {
+	if req.URL.Host == "" {
+		return false // KeyByModel's key is "": left out
+	}
+	if ws.hashed {
+		return true
+	}
+	u := req.URL
+	if ws.olens&(1<<((len(u.Scheme)+len("://")+len(u.Host))%64)) == 0 {
+		return false // no watched key's host has its length
+	}
+	var buf [96]byte
+	_, ok := ws.origins[string(appendOriginKey(buf[:0], req))]
+	return ok
 }
 
 // boundKey returns k, or its SHA-256 when it is longer than maxKeyLen or
@@ -65,12 +274,12 @@ func appendOriginKey(b []byte, req *http.Request) []byte {
 }
 
 func appendLower(b []byte, s string) []byte {
-	for i := 0; i < len(s); i++ {
-		c := s[i]
-		if 'A' <= c && c <= 'Z' {
-			c += 'a' - 'A'
+	n := len(b)
+	b = append(b, s...)
+	for i := n; i < len(b); i++ {
+		if c := b[i]; 'A' <= c && c <= 'Z' {
+			b[i] = c + 'a' - 'A'
 		}
-		b = append(b, c)
 	}
 	return b
 }

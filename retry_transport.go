@@ -204,10 +204,14 @@ func (t *Transport) CloseIdleConnections() {
 func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	c := &t.cfg
 	if !c.bareFirstTry || req == nil || req.URL == nil {
-		return t.roundTrip(req, nil)
+		return t.roundTrip(req, nil, callKey{})
 	}
-	if cd := c.cooldown; cd != nil && cd.watched.Load() != nil && cd.find(req, req.Body) != nil {
-		return t.roundTrip(req, nil) // the key is watched: hold or pace first (R17)
+	var key callKey // made here by a key function of the caller's: handed on, so that it runs once (R17)
+	if cd := c.cooldown; cd != nil && cd.watched.Load() != nil {
+		var watched bool
+		if watched, key = cd.watches(req, req.Body); watched {
+			return t.roundTrip(req, nil, key) // the key is watched: hold or pace first (R17)
+		}
 	}
 	// The happy path (R16): the floor (call the base, look at the status)
 	// and a few branches. A success is Permanent under Classify; it is
@@ -220,7 +224,7 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 		}
 		return resp, nil
 	}
-	return t.roundTrip(req, &tried{resp: resp, err: err})
+	return t.roundTrip(req, &tried{resp: resp, err: err}, key)
 }
 
 // tried is a first try that RoundTrip made before handing the call over.
@@ -231,8 +235,8 @@ type tried struct {
 
 // roundTrip is the slow path: it checks req, then runs the retry loop as a
 // call (call.go) made on this stack. first is the first try when RoundTrip
-// already made it.
-func (t *Transport) roundTrip(req *http.Request, first *tried) (*http.Response, error) {
+// already made it, and key the call's Cooldown key when RoundTrip made it.
+func (t *Transport) roundTrip(req *http.Request, first *tried, key callKey) (*http.Response, error) {
 	if req == nil {
 		return nil, errors.New("retryhttp: nil Request")
 	}
@@ -240,7 +244,7 @@ func (t *Transport) roundTrip(req *http.Request, first *tried) (*http.Response, 
 		closeBody(req.Body)
 		return nil, errors.New("retryhttp: nil Request.URL")
 	}
-	c := call{t: t, cfg: &t.cfg, req: req}
+	c := call{t: t, cfg: &t.cfg, req: req, key: key}
 	if first != nil {
 		c.first, c.hasFirst = *first, true // a copy: the pointer stays on RoundTrip's stack
 	}

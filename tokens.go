@@ -2,11 +2,7 @@ package retryhttp
 
 import (
 	"context"
-	"io"
 	"net/http"
-	"sync"
-	"sync/atomic"
-	"time"
 
 	"github.com/retryhttp/retryhttp/internal/signal"
 )
@@ -54,112 +50,12 @@ func estimate(req *http.Request) (in, out int64) {
 	}
 	n := max(req.ContentLength, 0)
 	if req.GetBody != nil {
-		if k, c, ok := readCopy(req); ok {
-			if req.ContentLength <= 0 {
-				n = k
-			}
-			out = c
+		if k, ok := readCopy(req, func(b []byte) { out = signal.OutputCap(b) }); ok && req.ContentLength <= 0 {
+			n = k
 		}
 	}
 	return ceilDiv4(n), out
 }
-
-// readCopy reads the first maxDrain bytes of a GetBody copy of req's body,
-// and returns how many it read and the output cap they ask for; ok is
-// false when there is no copy (GetBody failed or panicked) or its read was
-// given up. A Read that panics, or returns a count that cannot be, ends
-// the read: what came before counts. The read runs on a goroutine of its
-// own, bounded in real time (bodyTimeout) and by req's context: a copy
-// whose Read blocked held a call with a 200 ms deadline past 3 s (issue
-// 29). A read given up is left to that goroutine, which closes the copy
-// once its Read returns (never under it: io.ReadCloser does not promise
-// that is safe) and only then gives its buffer back to the pool.
-func readCopy(req *http.Request) (n, outCap int64, ok bool) {
-	b := getBody(req)
-	if b == nil {
-		return 0, 0, false
-	}
-	r := &copyRead{body: b, buf: estimateBufs.Get().(*[]byte), done: make(chan struct{})}
-	go r.run()
-	timer := time.NewTimer(bodyTimeout)
-	defer timer.Stop()
-	select {
-	case <-r.done:
-	case <-timer.C:
-	case <-req.Context().Done():
-	}
-	if r.state.CompareAndSwap(copyReading, copyGivenUp) {
-		return 0, 0, false // the goroutine closes the copy
-	}
-	<-r.done
-	outCap = signal.OutputCap((*r.buf)[:r.n])
-	closeRecovered(r.body)
-	estimateBufs.Put(r.buf)
-	return int64(r.n), outCap, true
-}
-
-// getBody returns a GetBody copy of req's body; nil when GetBody fails or
-// panics.
-func getBody(req *http.Request) (b io.ReadCloser) {
-	defer func() {
-		if recover() != nil {
-			b = nil
-		}
-	}()
-	if b, err := req.GetBody(); err == nil {
-		return b
-	}
-	return nil
-}
-
-// copyRead is the read of a GetBody copy for an estimate (readCopy).
-type copyRead struct {
-	body  io.ReadCloser
-	buf   *[]byte
-	n     int // of buf, read
-	state atomic.Int32
-	done  chan struct{} // closed when the read has ended and readCopy has it
-}
-
-const (
-	copyReading = iota
-	copyDone    // the read ended: readCopy has the bytes
-	copyGivenUp // readCopy gave up: the goroutine cleans up
-)
-
-func (r *copyRead) run() {
-	r.read()
-	if r.state.CompareAndSwap(copyReading, copyDone) {
-		close(r.done)
-		return
-	}
-	closeRecovered(r.body) // given up: the Read has returned, nobody else has the buffer
-	estimateBufs.Put(r.buf)
-}
-
-// read reads the copy into buf as io.ReadFull does, ending at a panic, a
-// count out of range, or reads that go on bringing nothing.
-func (r *copyRead) read() {
-	defer func() { _ = recover() }()
-	buf := *r.buf
-	for empty := 0; r.n < len(buf) && empty < maxEmptyReads; {
-		k, err := r.body.Read(buf[r.n:])
-		if k < 0 || k > len(buf)-r.n {
-			return
-		}
-		r.n += k
-		if err != nil {
-			return
-		}
-		if k == 0 {
-			empty++
-		}
-	}
-}
-
-// maxEmptyReads ends a read of a copy that returns nothing and no error,
-// as bufio does (io.ReadFull would spin on it for ever).
-const maxEmptyReads = 100
 
 // ceilDiv4 is ceil(n ÷ 4) for n >= 0, with no overflow: (n + 3) / 4 wraps
 // for a ContentLength near the largest int64, and a negative cost would
@@ -171,8 +67,6 @@ func ceilDiv4(n int64) int64 {
 	}
 	return q
 }
-
-var estimateBufs = sync.Pool{New: func() any { b := make([]byte, maxDrain); return &b }}
 
 // costs returns what a call costs on each lane (R23): 1 request; its
 // tokens (WithTokens, else EstimateTokens); its input tokens (the tokens

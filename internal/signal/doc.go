@@ -3,12 +3,13 @@
 // retryDelay), which limit it has spent and when that resets (OpenAI's,
 // Anthropic's and the IETF draft's rate-limit headers, as counts per lane),
 // what an error body says of the limit a 429 hit or of a quota spent, and
-// what a JSON request body asks for (its output cap). Each reader is a pure
-// function of the header or the bytes, never panics, and saturates rather
-// than wraps. The rules it follows are RULES.md's R5 (the server's ask in
-// headers), R18 (rate-limit headers), R19 (provider error bodies) and R23
-// (tokens); retryhttp's ParseRetryAfter, ParseRateLimitReset and
-// ParseErrorBody are its face.
+// what a JSON request body asks for (its output cap, its model). Each
+// reader is a pure function of the header or the bytes, never panics, and
+// saturates rather than wraps. The rules it follows are RULES.md's R5 (the
+// server's ask in headers), R17 (a key per model), R18 (rate-limit
+// headers), R19 (provider error bodies) and R23 (tokens); retryhttp's
+// ParseRetryAfter, ParseRateLimitReset, ParseErrorBody and KeyByModel are
+// its face.
 package signal
 
 import (

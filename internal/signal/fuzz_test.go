@@ -11,8 +11,8 @@ import (
 	"github.com/retryhttp/retryhttp/store"
 )
 
-// Fuzz tests of the two readers of R23: a request body's output cap, and
-// which limit a 429's body names. `go test` runs the seeds below and every
+// Fuzz tests of the readers of a body: a request body's output cap (R23)
+// and model (R17), and which limit a 429's body names (R23). `go test` runs the seeds below and every
 // input kept under testdata/fuzz/<Name>/;
 // `go test -run '^$' -fuzz FuzzOutputCap -fuzztime 60s` searches for more.
 
@@ -179,4 +179,62 @@ func fzDigits(s string) bool {
 		}
 	}
 	return true
+}
+
+// FuzzModel: whatever the body, AppendModel never panics and keeps what
+// dst holds; on valid JSON it is what encoding/json reads (fzModel, as
+// retryhttptest.RequestModel reads a body); and a cut of valid JSON with
+// one top-level "model" gives that model or none.
+func FuzzModel(f *testing.F) {
+	for _, tt := range modelTests {
+		f.Add([]byte(tt.body))
+	}
+	for _, tt := range outputCapTests {
+		if len(tt.body) <= 16<<10 {
+			f.Add([]byte(tt.body))
+		}
+	}
+	f.Fuzz(func(t *testing.T, body []byte) {
+		got := AppendModel([]byte("k/"), body)
+		require.True(t, bytes.HasPrefix(got, []byte("k/")), "AppendModel(%q) keeps dst", body)
+		if !json.Valid(body) {
+			return
+		}
+		model := string(got[len("k/"):])
+		require.Equal(t, fzModel(body), model, "AppendModel(%q): what encoding/json reads", body)
+		if len(body) > 512 || fzCount(body, "model") != 1 {
+			return
+		}
+		for n := range len(body) {
+			if m := string(AppendModel(nil, body[:n])); m != "" {
+				require.Equal(t, model, m, "AppendModel(%q), cut at %d: the whole's model or none", body, n)
+			}
+		}
+	})
+}
+
+// fzModel is the model of a body by encoding/json, as
+// retryhttptest.RequestModel reads it: the top-level "model" of an object,
+// when it is a string.
+func fzModel(body []byte) string {
+	var fields map[string]json.RawMessage
+	if json.Unmarshal(body, &fields) != nil {
+		return ""
+	}
+	var m string
+	if json.Unmarshal(fields["model"], &m) != nil {
+		return ""
+	}
+	return m
+}
+
+// fzCount is how many top-level members of the object b have the key.
+func fzCount(b []byte, key string) int {
+	n := 0
+	fzMembers(b, func(k string, _ json.RawMessage) {
+		if k == key {
+			n++
+		}
+	})
+	return n
 }

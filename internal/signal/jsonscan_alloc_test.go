@@ -36,3 +36,18 @@ func TestOutputCapAllocatesNothing(t *testing.T) {
 	allocs := testing.AllocsPerRun(100, func() { OutputCap(b) })
 	assert.Zero(t, allocs, "allocations per outputCap of a 64 KiB body")
 }
+
+// TestAppendModelAllocatesNothing: the model at the end of a 64 KiB body
+// is read with no allocation beyond dst's room (R16: a key by model reads
+// the body of every call to a watched origin), escaped or not.
+func TestAppendModelAllocatesNothing(t *testing.T) {
+	for _, model := range []string{`gpt-4o`, `gpt\u002d4o`} {
+		b := allocBody()
+		b = append(b[:len(b)-1], `,"model":"`+model+`"}`...)
+		require.LessOrEqual(t, len(b), maxDrain)
+		dst := make([]byte, 0, 64)
+		require.Equal(t, "gpt-4o", string(AppendModel(dst, b)), "the scan reaches the end")
+		allocs := testing.AllocsPerRun(100, func() { AppendModel(dst, b) })
+		assert.Zero(t, allocs, "allocations per AppendModel of a 64 KiB body, model %s", model)
+	}
+}
