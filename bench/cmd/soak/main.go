@@ -51,6 +51,7 @@ func main() {
 	flag.DurationVar(&cfg.downFrom, "down-from", cfg.downFrom, "scene b: Redis killed this long after the start")
 	flag.DurationVar(&cfg.downUntil, "down-until", cfg.downUntil, "scene b: and started again this long after the start")
 	flag.DurationVar(&cfg.askFor, "ask-for", cfg.askFor, "scene c: the wait the provider asks for")
+	flag.IntVar(&cfg.top, "top", cfg.top, "the messages with the most lines reported for each run")
 	names := flag.String("scenes", "a,b,c", "the scenes to run, by name")
 	modes := flag.String("go-redis", "default,adapter", "go-redis's logger: its default (stderr), the adapter (retryredis.RedisLogger), or both")
 	flag.Parse()
@@ -85,13 +86,13 @@ func main() {
 // defaultConfig is issue 32's run.
 var defaultConfig = config{
 	k: 6, duration: 10 * time.Second, workers: 4, rate: 10, latency: 50 * time.Millisecond,
-	downFrom: 2 * time.Second, downUntil: 7 * time.Second, askFor: 60 * time.Second,
+	downFrom: 2 * time.Second, downUntil: 7 * time.Second, askFor: 60 * time.Second, top: 4,
 }
 
 func (c config) check() error {
 	switch {
-	case c.k <= 0 || c.workers <= 0 || c.rate <= 0:
-		return errorf("-k, -workers and -rate must be positive")
+	case c.k <= 0 || c.workers <= 0 || c.rate <= 0 || c.top <= 0:
+		return errorf("-k, -workers, -rate and -top must be positive")
 	case c.duration < time.Second || c.duration%time.Second != 0:
 		return errorf("-duration must be whole seconds, at least one")
 	case c.downFrom < 0 || c.downUntil <= c.downFrom || c.downUntil > c.duration:

@@ -40,6 +40,7 @@ type config struct {
 	latency             time.Duration
 	downFrom, downUntil time.Duration // scene b
 	askFor              time.Duration // scene c
+	top                 int           // messages reported a run
 }
 
 // A result is one scene's run, with go-redis's default logger or the

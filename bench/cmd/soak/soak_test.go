@@ -78,7 +78,6 @@ func TestSoak(t *testing.T) {
 	}
 	before, after, hot := results[0], results[1], results[2]
 	assert.Positive(t, before.ok, "paced calls succeed")
-	assert.Zero(t, before.failed, "Redis down fails no call")
 	assert.Positive(t, before.tally.byLevel()[unstructured].lines, "go-redis's default logger: its dial failures on stderr")
 	assert.Zero(t, after.tally.byLevel()[unstructured].lines, "the adapter: nothing unstructured")
 	var dials int

@@ -45,7 +45,7 @@ func write(w io.Writer, cfg config, cmd string, env env, results []result) {
 	fmt.Fprintln(w, "\n| scene | go-redis's logger | level | message | lines | busiest second | mean a second |")
 	fmt.Fprintln(w, "| --- | --- | --- | --- | --- | --- | --- |")
 	for _, r := range results {
-		for _, m := range r.tally.top(4) {
+		for _, m := range r.tally.top(cfg.top) {
 			fmt.Fprintf(w, "| %s | %s | %s | %s | %d | %d | %.1f |\n", r.scene.name, modeName(r.adapter), m.level,
 				strings.ReplaceAll(m.msg, "|", `\|`), m.lines, m.max, m.mean)
 		}
