@@ -96,6 +96,15 @@ func rateOf(perSec []int) rate {
 
 // byLevel is each level's rate.
 func (t *tally) byLevel() map[string]rate {
+	out := make(map[string]rate)
+	for l, s := range t.series() {
+		out[l] = rateOf(s)
+	}
+	return out
+}
+
+// series is each level's lines in each second.
+func (t *tally) series() map[string][]int {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	sum := make(map[string][]int)
@@ -109,11 +118,7 @@ func (t *tally) byLevel() map[string]rate {
 			s[i] += n
 		}
 	}
-	out := make(map[string]rate, len(sum))
-	for l, s := range sum {
-		out[l] = rateOf(s)
-	}
-	return out
+	return sum
 }
 
 // A message is one kind of line and its rate.

@@ -41,6 +41,13 @@ func write(w io.Writer, cfg config, cmd string, env env, results []result) {
 		cells = append(cells, fmt.Sprint(r.lines()))
 		fmt.Fprintf(w, "| %s |\n", strings.Join(cells, " | "))
 	}
+	fmt.Fprintln(w, "\nWarn and unstructured lines of the fleet in each second of the scene:")
+	fmt.Fprintln(w, "\n| scene | go-redis's logger | Warn | unstructured (stderr) |")
+	fmt.Fprintln(w, "| --- | --- | --- | --- |")
+	for _, r := range results {
+		s := r.tally.series()
+		fmt.Fprintf(w, "| %s | %s | %s | %s |\n", r.scene.name, modeName(r.adapter), seconds(s["warn"], r.tally.secs), seconds(s[unstructured], r.tally.secs))
+	}
 	fmt.Fprintln(w, "\nThe messages with the most lines, each run's (numbers written #):")
 	fmt.Fprintln(w, "\n| scene | go-redis's logger | level | message | lines | busiest second | mean a second |")
 	fmt.Fprintln(w, "| --- | --- | --- | --- | --- | --- | --- |")
@@ -59,6 +66,18 @@ func write(w io.Writer, cfg config, cmd string, env env, results []result) {
 	if len(outside) > 0 {
 		fmt.Fprintf(w, "\nLines after the scenes' seconds (the calls out at the end, canceled: one give-up each), not counted above: %s.\n", strings.Join(outside, "; "))
 	}
+}
+
+// seconds is a level's series, each second's lines apart.
+func seconds(s []int, secs int) string {
+	if s == nil {
+		s = make([]int, secs)
+	}
+	f := make([]string, len(s))
+	for i, n := range s {
+		f[i] = fmt.Sprint(n)
+	}
+	return strings.Join(f, " ")
 }
 
 // env is the machine and its load over the runs.
