@@ -79,6 +79,12 @@ func StartRedis() (addr string, stop func(), err error) {
 	}
 	port := l.Addr().(*net.TCPAddr).Port
 	_ = l.Close()
+	return StartRedisAt(port)
+}
+
+// StartRedisAt starts a redis-server on 127.0.0.1:port, as StartRedis
+// does: to start one again where one was stopped (a Redis restarted).
+func StartRedisAt(port int) (addr string, stop func(), err error) {
 	cmd := exec.Command("redis-server", "--port", strconv.Itoa(port), "--bind", "127.0.0.1",
 		"--save", "", "--appendonly", "no", "--loglevel", "warning")
 	if err := cmd.Start(); err != nil {

@@ -23,6 +23,6 @@ require (
 	github.com/redis/go-redis/v9 v9.23.0
 	github.com/retryhttp/retryhttp/retryredis v0.0.0-20261203115159-cf2b77fce11a
 	go.uber.org/multierr v1.10.0 // indirect
-	go.uber.org/zap v1.28.0 // indirect
+	go.uber.org/zap v1.28.0
 	go.yaml.in/yaml/v3 v3.0.5 // indirect
 )

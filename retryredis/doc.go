@@ -45,6 +45,11 @@
 // again within a second. Data at a key that does not parse (another type,
 // a record cut short or out of range) is read as nothing and overwritten.
 //
+// Logs. The Store logs only its breaker's changes (WithLogger, WithSlog).
+// go-redis logs on its own, for the whole process, unstructured on
+// stderr; redis.SetLogger(RedisLogger(log)) or RedisSlog routes its lines
+// to the service's logger, sampled (RedisLog).
+//
 // Redis 6.2+ or Valkey. The tests run against a real redis-server;
 // examples/fleet runs on REDIS_ADDR or on miniredis, which runs the same
 // scripts (see README.md).

@@ -69,7 +69,8 @@ func WithTimeout(d time.Duration) Option {
 // contents, no password). The default, and nil, is no logging. WithSlog
 // does the same for a log/slog Logger; of the two, the last given wins.
 // go-redis logs on its own (its pool's dial failures, at every attempt):
-// route or quiet it with redis.SetLogger (see README.md).
+// route it to the same logger, structured and sampled, with
+// redis.SetLogger(RedisLogger(l)) or RedisSlog (see RedisLog).
 func WithLogger(l *zap.Logger) Option {
 	return func(c *config) { c.log = logger{z: l} }
 }
@@ -89,6 +90,11 @@ type logger struct {
 // warn writes a Warn entry with the attributes kv: pairs of a key and an
 // int64, a string or an error (written as its text).
 func (l logger) warn(msg string, kv ...any) {
+	l.warnContext(context.Background(), msg, kv...)
+}
+
+// warnContext is warn with the context a slog Handler is given.
+func (l logger) warnContext(ctx context.Context, msg string, kv ...any) {
 	switch {
 	case l.z != nil:
 		fields := make([]zap.Field, 0, len(kv)/2)
@@ -101,7 +107,7 @@ func (l logger) warn(msg string, kv ...any) {
 		for i := 0; i+1 < len(kv); i += 2 {
 			attrs = append(attrs, kv[i], text(kv[i+1]))
 		}
-		l.s.Log(context.Background(), slog.LevelWarn, msg, attrs...)
+		l.s.Log(ctx, slog.LevelWarn, msg, attrs...)
 	}
 }
 
