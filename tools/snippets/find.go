@@ -123,6 +123,8 @@ func blocks(name, src string) ([]snippet, error) {
 				if m[2] != "" {
 					s.mode = excerpt
 				}
+			} else if strings.HasPrefix(lastText, "<!-- snippet") {
+				return nil, fmt.Errorf("%s:%d: %s: not a snippet marker (no-compile, or from TestX or ExampleX)", name, lastLine, lastText)
 			}
 			out = append(out, s)
 		} else if err := strayMarker(name, lastText, lastLine); err != nil {

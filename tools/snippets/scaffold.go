@@ -268,19 +268,12 @@ func endsInReturn(stmts []ast.Stmt) bool {
 	return false
 }
 
-// syntaxError is the parser's first errors, at the document's lines (the
-// parser reads the //line comment too).
+// syntaxError is the parser's first error, at the document's line (the
+// parser reads the //line comment too); the others mostly follow from it.
 func syntaxError(err error) error {
 	var list scanner.ErrorList
-	if !errors.As(err, &list) {
-		return err
+	if errors.As(err, &list) && len(list) > 0 {
+		return list[0]
 	}
-	var msgs []string
-	for i, e := range list {
-		if i == 3 {
-			break
-		}
-		msgs = append(msgs, e.Error())
-	}
-	return errors.New(strings.Join(msgs, "; "))
+	return err
 }
