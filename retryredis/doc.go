@@ -6,8 +6,9 @@
 //	rdb := redis.NewClient(&redis.Options{Addr: addr, ContextTimeoutEnabled: true})
 //	store := retryredis.NewStore(rdb, retryredis.WithLogger(log))
 //	defer store.Close()
-//	cd := retryhttp.NewCooldown(nil, retryhttp.WithStore(store))
-//	client := &http.Client{Transport: retryhttp.New(nil, retryhttp.WithCooldown(cd))}
+//	cooldown := retryhttp.NewCooldown(nil, retryhttp.WithStore(store))
+//	defer cooldown.Close()
+//	client := &http.Client{Transport: retryhttp.New(http.DefaultTransport, retryhttp.WithCooldown(cooldown))}
 //
 // The policy (what to hold, at what rate to pace) stays in retryhttp, in
 // Go; this package holds only the Redis side: the client calls, two Lua
