@@ -5,6 +5,7 @@ import (
 	"maps"
 	"math/rand/v2"
 	"net/http"
+	"net/url"
 	"runtime"
 	"sync"
 	"sync/atomic"
@@ -136,30 +137,50 @@ func WithStore(s store.Store) CooldownOption {
 // the scheme://host of each key (olens their lengths, as lens), so that a
 // call to a host no watched key is of is not watched, known without
 // reading its body (hashed: some key is kept by its SHA-256, whose host is
-// not known).
+// not known). first is the bits RoundTrip looks at before anything else
+// (mayWatch): lens for the default key, olens for KeyByModel, every bit for
+// a key function of the caller's or a hashed key.
 type watchSet struct {
 	m       map[string]*watchedKey
 	lens    uint64
 	origins map[string]struct{}
 	olens   uint64
 	hashed  bool
+	first   uint64
 }
 
-func newWatchSet(m map[string]*watchedKey, byModel bool) *watchSet {
+func (c *Cooldown) newWatchSet(m map[string]*watchedKey) *watchSet {
 	ws := &watchSet{m: m}
-	if byModel {
+	if c.byModel {
 		ws.origins = make(map[string]struct{}, len(m))
 	}
 	for k := range m {
 		ws.lens |= 1 << (len(k) % 64)
-		if byModel {
+		if c.byModel {
 			o := originOf(k)
 			ws.origins[o] = struct{}{}
 			ws.olens |= 1 << (len(o) % 64)
 			ws.hashed = ws.hashed || hashedForm(k)
 		}
 	}
+	switch {
+	case len(m) == 0:
+	case c.byModel && !ws.hashed:
+		ws.first = ws.olens
+	case c.key == nil:
+		ws.first = ws.lens
+	default:
+		ws.first = ^uint64(0)
+	}
 	return ws
+}
+
+// mayWatch is RoundTrip's first look, inlined: false when no watched key
+// can be req's, known from the length of its scheme://host alone. True
+// means watches must look.
+func (ws *watchSet) mayWatch(u *url.URL) bool {
+	n := len(u.Scheme) + len("://") + len(u.Host)
+	return n > maxKeyLen || ws.first&(1<<(n%64)) != 0
 }
 
 // cooling is one watched key: its state as last heard from the Store, on
@@ -380,7 +401,7 @@ func (c *Cooldown) watch(key string, now time.Time) *watchedKey {
 	}
 	e := &watchedKey{key: key, armedAt: now}
 	m[key] = e
-	c.watched.Store(newWatchSet(m, c.byModel))
+	c.watched.Store(c.newWatchSet(m))
 	c.schedule()
 	return e
 }
@@ -433,7 +454,7 @@ func (c *Cooldown) sweepIdle() {
 		c.watched.Store(nil)
 		return
 	}
-	c.watched.Store(newWatchSet(m, c.byModel))
+	c.watched.Store(c.newWatchSet(m))
 	c.schedule()
 }
 

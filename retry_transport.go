@@ -207,10 +207,12 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 		return t.roundTrip(req, nil, callKey{})
 	}
 	var key callKey // made here by a key function of the caller's: handed on, so that it runs once (R17)
-	if cd := c.cooldown; cd != nil && cd.watched.Load() != nil {
-		var watched bool
-		if watched, key = cd.watches(req, req.Body); watched {
-			return t.roundTrip(req, nil, key) // the key is watched: hold or pace first (R17)
+	if cd := c.cooldown; cd != nil {
+		if ws := cd.watched.Load(); ws != nil && ws.mayWatch(req.URL) {
+			var watched bool
+			if watched, key = cd.watches(req, req.Body); watched {
+				return t.roundTrip(req, nil, key) // the key is watched: hold or pace first (R17)
+			}
 		}
 	}
 	// The happy path (R16): the floor (call the base, look at the status)
