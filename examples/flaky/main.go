@@ -63,7 +63,10 @@ func run() error {
 	if err != nil {
 		return err
 	}
-	fmt.Printf("answer %s after %d tries in %v\n\n", answer, tries.Load(), time.Since(start).Round(10*time.Millisecond))
+	fmt.Printf("answer %s after %d tries in %v\n", answer, tries.Load(), time.Since(start).Round(10*time.Millisecond))
+	fmt.Println(`(a try is each request sent: the first, then the retries; a retry's log line says which retry it is,
+"attempt": 2, "max": 2 is the second of at most two retries, so the third try)`)
+	fmt.Println()
 
 	fmt.Println("== public tier: the provider asks for 30 s, the turn's budget is 10 s")
 	ctx := retryhttp.WithBudget(context.Background(), retryhttp.NewBudget(retryhttp.PublicTierMaxWait))

@@ -61,6 +61,12 @@ type result struct {
 	p99               time.Duration
 }
 
+// maxRetries is what docs/fleet.md recommends for a paced fleet: a call
+// that waits its turn behind a shared limit may meet a 429 more than twice
+// (the default, 2) before it gets through, and each retry waits for the
+// Cooldown's slot, not a blind backoff.
+const maxRetries = 10
+
 // replica is one process's worth: a Transport, its Cooldown, and what it
 // must close.
 type replica struct {
@@ -79,7 +85,7 @@ func (f fleet) replica() replica {
 	}
 	base := &http.Transport{MaxIdleConnsPerHost: f.workers}
 	closers = append(closers, base.CloseIdleConnections)
-	tr := retryhttp.New(base, retryhttp.WithCooldown(retryhttp.NewCooldown(nil, opts...)))
+	tr := retryhttp.New(base, retryhttp.WithMaxRetries(maxRetries), retryhttp.WithCooldown(retryhttp.NewCooldown(nil, opts...)))
 	return replica{client: &http.Client{Transport: tr}, close: func() {
 		for _, c := range closers {
 			c()

@@ -104,7 +104,10 @@ func run(ctx context.Context, w io.Writer, o options, addr string) error {
 	}
 	fmt.Fprintln(w, "\nreq/succ: requests the provider received per success; goodput: successes within the span")
 	fmt.Fprintln(w, "over what the provider can admit in it; p99: of the calls, from Do to the end of the body;")
-	fmt.Fprintln(w, "redis errs: Applies that failed or timed out, each run on that replica's own state instead.")
+	fmt.Fprintln(w, "redis errs: Applies that failed or timed out, each run on that replica's own state instead;")
+	fmt.Fprintf(w, "failed: calls that ended without a 200, a 429 after all %d retries (WithMaxRetries(%d), as\n", maxRetries, maxRetries)
+	fmt.Fprintln(w, "docs/fleet.md recommends for a paced fleet; with the default of 2, replicas each on their own")
+	fmt.Fprintln(w, "fail some calls under contention) or an error of the call's 10 s context.")
 	return nil
 }
 
