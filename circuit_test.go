@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/retryhttp/retryhttp/retryhttptest"
+	"github.com/retryhttp/retryhttp/store"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -258,4 +259,23 @@ func TestCircuitConcurrent(t *testing.T) {
 	wg.Wait()
 	assert.Equal(t, 4, r.script.Len(), "one probe")
 	assert.Equal(t, 15, unavailable)
+}
+
+// TestWithCircuitDefaults: a Circuit's zero or negative fields take the
+// defaults, and a field that is set is kept as it is, each on both sides
+// of 0.
+func TestWithCircuitDefaults(t *testing.T) {
+	for _, tc := range []struct {
+		in, want Circuit
+	}{
+		{Circuit{}, Circuit{Failures: store.DefaultFailures, Open: store.DefaultOpen}},
+		{Circuit{Failures: -1, Open: -time.Second}, Circuit{Failures: store.DefaultFailures, Open: store.DefaultOpen}},
+		{Circuit{Failures: 1, Open: time.Microsecond}, Circuit{Failures: 1, Open: time.Microsecond}},
+		{Circuit{Failures: 9, Open: time.Minute}, Circuit{Failures: 9, Open: time.Minute}},
+	} {
+		cd := NewCooldown(nil, WithCircuit(tc.in))
+		require.NotNil(t, cd.circuit)
+		assert.Equal(t, tc.want, *cd.circuit, "WithCircuit(%+v)", tc.in)
+		cd.Close()
+	}
 }

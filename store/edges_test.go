@@ -229,3 +229,40 @@ func TestNames(t *testing.T) {
 	assert.Equal(t, "op(?) take probe_end op(?)", strings.Join([]string{OpKind(0).String(), OpTake.String(),
 		OpProbeEnd.String(), OpKind(10).String()}, " "))
 }
+
+// TestValidEdges: Valid on each side of each bound it names, so that a
+// bound moved by one (a > for a >=) is caught: a time just after the Unix
+// epoch (the epoch itself is not a time a Store keeps), a span of exactly
+// maxSpan either way, a rate of exactly its top.
+func TestValidEdges(t *testing.T) {
+	now := epoch
+	lane := func(f func(*Lane)) Record {
+		l := Lane{}
+		f(&l)
+		return Record{Lanes: []Lane{l}}
+	}
+	for _, tc := range []struct {
+		name  string
+		r     Record
+		valid bool
+	}{
+		{"a time 1 µs after the Unix epoch", lane(func(l *Lane) { l.Until = time.UnixMicro(1) }), true},
+		{"the Unix epoch", lane(func(l *Lane) { l.Until = time.UnixMicro(0) }), false},
+		{"a time MaxAhead past now", lane(func(l *Lane) { l.Next = now.Add(MaxAhead) }), true},
+		{"a time 1 µs later", lane(func(l *Lane) { l.Next = now.Add(MaxAhead + time.Microsecond) }), false},
+		{"a shift of maxSpan", lane(func(l *Lane) { l.Shift = maxSpan }), true},
+		{"a shift of -maxSpan", lane(func(l *Lane) { l.Shift = -maxSpan }), true},
+		{"a shift of maxSpan and 1 µs", lane(func(l *Lane) { l.Shift = maxSpan + time.Microsecond }), false},
+		{"a shift of -maxSpan and -1 µs", lane(func(l *Lane) { l.Moved = -maxSpan - time.Microsecond }), false},
+		{"Per of MaxPer", lane(func(l *Lane) { l.Per = float64(MaxPer) }), true},
+		{"Per past MaxPer", lane(func(l *Lane) { l.Per = float64(MaxPer) + 1 }), false},
+		{"Burst of MaxAhead", lane(func(l *Lane) { l.Burst = float64(MaxAhead) }), true},
+		{"Burst past MaxAhead", lane(func(l *Lane) { l.Burst = float64(MaxAhead) + 1 }), false},
+		{"a negative Scaled", lane(func(l *Lane) { l.Scaled = -1 }), false},
+		{"Scaled of 0", lane(func(l *Lane) { l.Scaled = 0 }), true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			assert.Equal(t, tc.valid, tc.r.Valid(now))
+		})
+	}
+}
