@@ -2,6 +2,7 @@ package storetest
 
 import (
 	"context"
+	"fmt"
 	"strings"
 	"sync"
 	"testing"
@@ -202,4 +203,73 @@ func (k kit) junk(t *testing.T) {
 func mustEncode(r store.Record) []byte {
 	b, _ := r.MarshalBinary()
 	return b
+}
+
+// edges: encodings on each side of each bound the encoding has (Seq and
+// ids under 2^53 and 20 digits, MaxLanes lanes, Rates of MaxRates bytes,
+// a flag 0 or 1, no byte after the last field, Failures 0 or more), each
+// read as package store reads it: the Record it encodes when that is
+// Valid, else the zero Record. A Store that reads one a bound too far
+// either way is caught here, where the random sequences, whose Records
+// are all well inside, never go.
+func (k kit) edges(t *testing.T) {
+	if k.h.Plant == nil {
+		t.Skip("Harness.Plant is nil")
+	}
+	s := k.h.Open(t)
+	lane := func(refuse, rates string) string {
+		return fmt.Sprintf("0 %s 0 0 0 0 0 0 0 0 0 3 %d:%s", refuse, len(rates), rates)
+	}
+	enc := func(seq string, lanes []string, failures, from string) []byte {
+		b := fmt.Sprintf("r3 %s %d", seq, len(lanes))
+		for _, l := range lanes {
+			b += " " + l
+		}
+		return []byte(b + fmt.Sprintf(" %s %s 0 0 0 0 0", failures, from))
+	}
+	one := []string{lane("1", "r")}
+	eight := make([]string, store.MaxLanes)
+	for i := range eight {
+		eight[i] = lane("0", "")
+	}
+	ctx := context.Background()
+	for _, tc := range []struct {
+		name string
+		b    []byte
+	}{
+		{"Seq 2^53-1", enc("9007199254740991", one, "0", "0")},
+		{"Seq 2^53", enc("9007199254740992", one, "0", "0")},
+		{"Seq of 21 digits", enc("000000000000000000007", one, "0", "0")},
+		{"MaxLanes lanes", enc("5", eight, "0", "0")},
+		{"MaxLanes+1 lanes", enc("5", append(eight, lane("0", "")), "0", "0")},
+		{"-1 lanes", []byte("r3 5 -1 0 0 0 0 0 0 0")},
+		{"Rates of MaxRates bytes", enc("5", []string{lane("0", strings.Repeat("r", store.MaxRates))}, "0", "0")},
+		{"Rates of MaxRates+1 bytes", enc("5", []string{lane("0", strings.Repeat("r", store.MaxRates+1))}, "0", "0")},
+		{"a flag of 2", enc("5", []string{lane("2", "")}, "0", "0")},
+		{"a flag of 0", enc("5", []string{lane("0", "")}, "0", "0")},
+		{"Failures 0", enc("5", one, "0", "9")},
+		{"Failures -1", enc("5", one, "-1", "9")},
+		{"From 2^53-1", enc("5", one, "2", "9007199254740991")},
+		{"From of 21 digits", enc("5", one, "2", "100000000000000000000")},
+		{"a byte after the last field", append(enc("5", one, "0", "0"), ' ')},
+		{"a field cut short", enc("5", one, "0", "0")[:len(enc("5", one, "0", "0"))-2]},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			b := tc.b
+			key := k.key(t, "k")
+			k.h.Plant(t, key, b)
+			st, err := s.Apply(ctx, key, nil)
+			if err != nil {
+				t.Fatalf("a read: %v", err)
+			}
+			var ref store.Record
+			if ref.UnmarshalBinary(b) != nil || !ref.Valid(st.Now) {
+				ref = store.Record{}
+			}
+			want := store.Apply(&ref, st.Now, nil)
+			if diff := compare(ref, st.Record, want, st.Result); diff != "" {
+				t.Errorf("%q is not read as package store reads it:\n%s", b, diff)
+			}
+		})
+	}
 }

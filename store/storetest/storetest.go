@@ -77,6 +77,7 @@ func Run(t *testing.T, h Harness) {
 	t.Run("Listen", k.listen)
 	t.Run("Concurrent", k.concurrent)
 	t.Run("Junk", k.junk)
+	t.Run("Edges", k.edges)
 }
 
 type kit struct {
