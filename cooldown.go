@@ -5,7 +5,6 @@ import (
 	"maps"
 	"math/rand/v2"
 	"net/http"
-	"net/url"
 	"runtime"
 	"sync"
 	"sync/atomic"
@@ -127,60 +126,6 @@ type cooldownConfig struct {
 // until the Cooldown is garbage collected.
 func WithStore(s store.Store) CooldownOption {
 	return func(c *cooldownConfig) { c.store = s }
-}
-
-// watchSet is the watched keys. lens has bit n%64 set for each key n
-// bytes long: a call whose origin key has a length no watched key has is
-// not watched, known without building its key or hashing it, so that one
-// provider limiting the client costs the calls to the others next to
-// nothing (R16: 30 ns a call without it). origins, for KeyByModel, holds
-// the scheme://host of each key (olens their lengths, as lens), so that a
-// call to a host no watched key is of is not watched, known without
-// reading its body (hashed: some key is kept by its SHA-256, whose host is
-// not known). first is the bits RoundTrip looks at before anything else
-// (mayWatch): lens for the default key, olens for KeyByModel, every bit for
-// a key function of the caller's or a hashed key.
-type watchSet struct {
-	m       map[string]*watchedKey
-	lens    uint64
-	origins map[string]struct{}
-	olens   uint64
-	hashed  bool
-	first   uint64
-}
-
-func (c *Cooldown) newWatchSet(m map[string]*watchedKey) *watchSet {
-	ws := &watchSet{m: m}
-	if c.byModel {
-		ws.origins = make(map[string]struct{}, len(m))
-	}
-	for k := range m {
-		ws.lens |= 1 << (len(k) % 64)
-		if c.byModel {
-			o := originOf(k)
-			ws.origins[o] = struct{}{}
-			ws.olens |= 1 << (len(o) % 64)
-			ws.hashed = ws.hashed || hashedForm(k)
-		}
-	}
-	switch {
-	case len(m) == 0:
-	case c.byModel && !ws.hashed:
-		ws.first = ws.olens
-	case c.key == nil:
-		ws.first = ws.lens
-	default:
-		ws.first = ^uint64(0)
-	}
-	return ws
-}
-
-// mayWatch is RoundTrip's first look, inlined: false when no watched key
-// can be req's, known from the length of its scheme://host alone. True
-// means watches must look.
-func (ws *watchSet) mayWatch(u *url.URL) bool {
-	n := len(u.Scheme) + len("://") + len(u.Host)
-	return n > maxKeyLen || ws.first&(1<<(n%64)) != 0
 }
 
 // cooling is one watched key: its state as last heard from the Store, on
