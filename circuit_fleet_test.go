@@ -101,3 +101,27 @@ func TestCircuitStoreFailing(t *testing.T) {
 	err := f[0].do()
 	assert.True(t, errors.Is(err, ErrUnavailable), "%v", err)
 }
+
+// TestCircuitFleetOwnRowEnds: a replica's own row ends when it hears the
+// fleet's circuit open (one probe for the fleet): its failures before that
+// do not count again once the fleet's circuit closes, so two more of its
+// own failures do not open its own row (three would).
+func TestCircuitFleetOwnRowEnds(t *testing.T) {
+	clk := retryhttptest.NewClock()
+	f := newFleet(t, clk, store.NewLocal(clk.Now),
+		[]retryhttptest.Reply{down503, down503, down503, ok200},
+		[]retryhttptest.Reply{down503, down503, ok200})
+	a, b := f[0], f[1]
+	_ = b.do()
+	_ = b.do()
+	_ = a.do() // the fleet's third failure, of two replicas: it opens; a's own row had one
+	require.True(t, a.cd.Down(origin))
+	clk.Add(time.Second)
+	require.NoError(t, b.do(), "b's probe, for the fleet")
+	require.False(t, a.cd.Down(origin), "a heard the fleet's circuit close")
+	_ = a.do()
+	_ = a.do()
+	assert.False(t, a.cd.Down(origin), "two failures of a's own since: its own row is not open")
+	assert.NoError(t, a.do(), "a's next call goes")
+	assert.Equal(t, 4, a.script.Len())
+}
