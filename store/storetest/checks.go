@@ -3,6 +3,7 @@ package storetest
 import (
 	"context"
 	"fmt"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -232,41 +233,47 @@ func (k kit) edges(t *testing.T) {
 	for i := range eight {
 		eight[i] = lane("0", "")
 	}
+	ahead := strconv.FormatInt(time.Now().Add(10*time.Second).UnixMicro(), 10) // Seq ahead of the Store's now
+	take := []store.Op{{Kind: store.OpTake, Costs: []float64{1}, Within: time.Second}}
 	ctx := context.Background()
 	for _, tc := range []struct {
 		name string
 		b    []byte
+		ops  []store.Op
 	}{
-		{"Seq 2^53-1", enc("9007199254740991", one, "0", "0")},
-		{"Seq 2^53", enc("9007199254740992", one, "0", "0")},
-		{"Seq of 21 digits", enc("000000000000000000007", one, "0", "0")},
-		{"MaxLanes lanes", enc("5", eight, "0", "0")},
-		{"MaxLanes+1 lanes", enc("5", append(eight, lane("0", "")), "0", "0")},
-		{"-1 lanes", []byte("r3 5 -1 0 0 0 0 0 0 0")},
-		{"Rates of MaxRates bytes", enc("5", []string{lane("0", strings.Repeat("r", store.MaxRates))}, "0", "0")},
-		{"Rates of MaxRates+1 bytes", enc("5", []string{lane("0", strings.Repeat("r", store.MaxRates+1))}, "0", "0")},
-		{"a flag of 2", enc("5", []string{lane("2", "")}, "0", "0")},
-		{"a flag of 0", enc("5", []string{lane("0", "")}, "0", "0")},
-		{"Failures 0", enc("5", one, "0", "9")},
-		{"Failures -1", enc("5", one, "-1", "9")},
-		{"From 2^53-1", enc("5", one, "2", "9007199254740991")},
-		{"From of 21 digits", enc("5", one, "2", "100000000000000000000")},
-		{"a byte after the last field", append(enc("5", one, "0", "0"), ' ')},
-		{"a field cut short", enc("5", one, "0", "0")[:len(enc("5", one, "0", "0"))-2]},
+		{"Seq ahead of now, then a take", enc(ahead, one, "0", "0"), take},
+		{"Seq ahead of now, then a hold", enc(ahead, nil, "0", "0"),
+			[]store.Op{{Kind: store.OpHold, Lane: store.Requests, For: time.Second}}},
+		{"Seq 2^53-1", enc("9007199254740991", one, "0", "0"), nil},
+		{"Seq 2^53", enc("9007199254740992", one, "0", "0"), nil},
+		{"Seq of 21 digits", enc("000000000000000000007", one, "0", "0"), nil},
+		{"MaxLanes lanes", enc("5", eight, "0", "0"), nil},
+		{"MaxLanes+1 lanes", enc("5", append(eight, lane("0", "")), "0", "0"), nil},
+		{"-1 lanes", []byte("r3 5 -1 0 0 0 0 0 0 0"), nil},
+		{"Rates of MaxRates bytes", enc("5", []string{lane("0", strings.Repeat("r", store.MaxRates))}, "0", "0"), nil},
+		{"Rates of MaxRates+1 bytes", enc("5", []string{lane("0", strings.Repeat("r", store.MaxRates+1))}, "0", "0"), nil},
+		{"a flag of 2", enc("5", []string{lane("2", "")}, "0", "0"), nil},
+		{"a flag of 0", enc("5", []string{lane("0", "")}, "0", "0"), nil},
+		{"Failures 0", enc("5", one, "0", "9"), nil},
+		{"Failures -1", enc("5", one, "-1", "9"), nil},
+		{"From 2^53-1", enc("5", one, "2", "9007199254740991"), nil},
+		{"From of 21 digits", enc("5", one, "2", "100000000000000000000"), nil},
+		{"a byte after the last field", append(enc("5", one, "0", "0"), ' '), nil},
+		{"a field cut short", enc("5", one, "0", "0")[:len(enc("5", one, "0", "0"))-2], nil},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			b := tc.b
 			key := k.key(t, "k")
 			k.h.Plant(t, key, b)
-			st, err := s.Apply(ctx, key, nil)
+			st, err := s.Apply(ctx, key, tc.ops)
 			if err != nil {
-				t.Fatalf("a read: %v", err)
+				t.Fatalf("Apply: %v", err)
 			}
 			var ref store.Record
 			if ref.UnmarshalBinary(b) != nil || !ref.Valid(st.Now) {
 				ref = store.Record{}
 			}
-			want := store.Apply(&ref, st.Now, nil)
+			want := store.Apply(&ref, st.Now, tc.ops)
 			if diff := compare(ref, st.Record, want, st.Result); diff != "" {
 				t.Errorf("%q is not read as package store reads it:\n%s", b, diff)
 			}
