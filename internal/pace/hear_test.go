@@ -97,3 +97,83 @@ func TestDurNsEdges(t *testing.T) {
 		}
 	}
 }
+
+// TestLimitGrowEdges: a 429 and a success, each rule on both sides of its
+// bound: the first guess and the exact ask that betters it, a hold of
+// MaxHold exactly (not refused) and past it (refused), a reset that ends
+// now (no hold), a cut's pause in units of the mean cost, a slowed word
+// that comes back, a success paced at GrowSpan exactly, a success on a
+// lane not paced, and a slowdown bounded to MaxLearned a mean cost.
+func TestLimitGrowEdges(t *testing.T) {
+	now := time.Unix(1_700_000_000, 0)
+	ms := float64(time.Millisecond)
+	grown := Rates{Learned: ms}
+	grown.bound()
+	for _, tc := range []struct {
+		name  string
+		r     Rates
+		quiet time.Duration
+		n     News
+		want  func(Effect) bool
+		says  string
+	}{
+		{"a first 429: the guess", Rates{}, 0, News{Hit: true},
+			func(e Effect) bool { return e.Rates.Learned == float64(FirstInterval) && e.Rates.Ramping }, "Learned FirstInterval, ramping"},
+		{"a first 429 with an exact ask of 2 ms", Rates{}, 0, News{Hit: true, HasAsk: true, Ask: 2 * time.Millisecond, AskRes: time.Millisecond},
+			func(e Effect) bool { return e.Rates.Learned == 2*ms }, "Learned 2 ms"},
+		{"an ask of 0 betters nothing", Rates{}, 0, News{Hit: true, HasAsk: true, Ask: 0, AskRes: time.Millisecond},
+			func(e Effect) bool { return e.Rates.Learned == float64(FirstInterval) }, "Learned FirstInterval"},
+		{"a coarse ask betters nothing", Rates{}, 0, News{Hit: true, HasAsk: true, Ask: 2 * time.Millisecond, AskRes: time.Second},
+			func(e Effect) bool { return e.Rates.Learned == float64(FirstInterval) }, "Learned FirstInterval"},
+		{"an ask of MaxHold holds, not refused", Rates{}, 0, News{HasAsk: true, Ask: MaxHold, AskRes: time.Second},
+			func(e Effect) bool { return e.Hold.Equal(now.Add(MaxHold)) && !e.Refuse }, "held MaxHold, not refused"},
+		{"an ask past MaxHold is refused", Rates{}, 0, News{HasAsk: true, Ask: MaxHold + time.Second, AskRes: time.Second},
+			func(e Effect) bool { return e.Hold.Equal(now.Add(MaxHold)) && e.Refuse }, "held MaxHold, refused"},
+		{"a reset that ends now holds nothing", Rates{}, 0, News{HasReset: true, Reset: time.Second, ResetRes: time.Second},
+			func(e Effect) bool { return e.Hold.IsZero() }, "no hold"},
+		{"a cut pauses CutPause sends of the mean cost", Rates{Learned: ms, MeanCost: 100, Generation: 3}, 0,
+			News{Hit: true, Paced: true, Generation: 3, Queued: true, Cost: 100},
+			func(e Effect) bool {
+				return e.Hold.Equal(now.Add(DurNs(CutPause * ms * CutBy * 100)))
+			}, "a pause of 4 × Per × 100"},
+		{"a success brings a slowed word back", Rates{Stated: ms, Slowdown: 2}, 0,
+			News{OK: true, Paced: true, PacedPer: 2 * ms},
+			func(e Effect) bool { return e.Rates.Slowdown == 2*SteadyGrow }, "Slowdown 2 × SteadyGrow"},
+		{"a success paced at GrowSpan exactly grows", grown, 0,
+			News{OK: true, Paced: true, PacedPer: grown.Per() * GrowSpan},
+			func(e Effect) bool { return e.Rates.Learned == ms*SteadyGrow }, "Learned × SteadyGrow"},
+		{"a success on a lane not paced says nothing", Rates{}, IdleAfter,
+			News{OK: true, Paced: true},
+			func(e Effect) bool { return e.Rates == Rates{} }, "no Rates"},
+		{"a slowdown is bounded to MaxLearned a mean cost", Rates{Stated: ms, Slowdown: 5000, MeanCost: 100}, 0, News{},
+			func(e Effect) bool { return e.Rates.Slowdown == float64(MaxLearned)/(ms*100) }, "Slowdown 10"},
+		{"no slowdown stays none", Rates{Stated: ms}, 0, News{},
+			func(e Effect) bool { return e.Rates.Slowdown == 0 }, "Slowdown 0"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			e := Hear(tc.r, now, tc.quiet, tc.n)
+			if !tc.want(e) {
+				t.Errorf("Hear(%+v, %+v) = %+v, want %s", tc.r, tc.n, e, tc.says)
+			}
+		})
+	}
+}
+
+// TestCountsExactEdge: a window of ExactRes resolutions exactly states
+// the rate; one resolution less only bounds it.
+func TestCountsExactEdge(t *testing.T) {
+	now := time.Unix(1_700_000_000, 0)
+	for _, tc := range []struct {
+		window       time.Duration
+		exact, bound bool
+	}{
+		{ExactRes * time.Millisecond, true, false},
+		{(ExactRes - 1) * time.Millisecond, false, true},
+	} {
+		c := signal.Counts{Limit: 10, Remaining: 2, Window: tc.window, Res: time.Millisecond, OK: true}
+		r := Hear(Rates{}, now, 0, News{Counts: c}).Rates
+		if (r.Stated > 0) != tc.exact || (r.CoarseBound > 0) != tc.bound {
+			t.Errorf("a window of %v: Stated %v, CoarseBound %v; want stated %v, bound %v", tc.window, r.Stated, r.CoarseBound, tc.exact, tc.bound)
+		}
+	}
+}
