@@ -177,3 +177,29 @@ func TestCountsExactEdge(t *testing.T) {
 		}
 	}
 }
+
+// TestStatedFasterEdges: a count at least twice as fast as the word, from
+// two units spent or more, is the provider's rate now; exactly twice as
+// fast, or from one unit, only lets the word down by StatedDecay.
+func TestStatedFasterEdges(t *testing.T) {
+	now := time.Unix(1_700_000_000, 0)
+	counts := func(remaining int64, window time.Duration) signal.Counts {
+		return signal.Counts{Limit: 10, Remaining: remaining, Window: window, Res: time.Millisecond, OK: true}
+	}
+	word := Hear(Rates{}, now, 0, News{Counts: counts(0, time.Second)}).Rates // 100 ms a unit, paced ExactSlack under
+	decayed := word.Stated * StatedDecay
+	for _, tc := range []struct {
+		name string
+		c    signal.Counts
+		want float64
+	}{
+		{"twice as fast exactly, two spent", counts(8, 100*time.Millisecond), decayed},
+		{"more than twice as fast, two spent", counts(8, 80*time.Millisecond), 40 * float64(time.Millisecond) * ExactSlack},
+		{"more than twice as fast, one spent", counts(9, 40*time.Millisecond), decayed},
+	} {
+		got := Hear(word, now, 0, News{Counts: tc.c}).Rates.Stated
+		if math.Abs(got-tc.want) > 1e-6 {
+			t.Errorf("%s: Stated %v, want %v", tc.name, got, tc.want)
+		}
+	}
+}
