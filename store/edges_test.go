@@ -2,6 +2,7 @@ package store
 
 import (
 	"context"
+	"math"
 	"strconv"
 	"strings"
 	"testing"
@@ -264,5 +265,60 @@ func TestValidEdges(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			assert.Equal(t, tc.valid, tc.r.Valid(now))
 		})
+	}
+}
+
+// TestSetRatesEdges: OpRates scales a waiting schedule by a rate's change
+// past rescaleBy, both ways, and only then: a first rate, a change within
+// rescaleBy, a schedule not ahead of now.
+func TestSetRatesEdges(t *testing.T) {
+	now := epoch
+	ms := float64(time.Millisecond)
+	for _, tc := range []struct {
+		name   string
+		lane   Lane
+		per    float64
+		next   time.Time
+		moved  time.Duration
+		scaled float64
+	}{
+		{"a first rate", Lane{Next: now.Add(time.Second)}, ms, now.Add(time.Second), 0, ms},
+		{"a rate of 0", Lane{Next: now.Add(time.Second), Scaled: ms}, 0, now.Add(time.Second), 0, 0},
+		{"twice as slow: the wait doubles", Lane{Next: now.Add(time.Second), Scaled: ms}, 2 * ms, now.Add(2 * time.Second), time.Second, 2 * ms},
+		{"twice as fast: it halves", Lane{Next: now.Add(time.Second), Scaled: ms}, ms / 2, now.Add(time.Second / 2), -time.Second / 2, ms / 2},
+		{"within rescaleBy: no scaling", Lane{Next: now.Add(time.Second), Scaled: ms}, ms * 1.04, now.Add(time.Second), 0, ms},
+		{"within it the other way", Lane{Next: now.Add(time.Second), Scaled: ms}, ms / 1.04, now.Add(time.Second), 0, ms},
+		{"nothing waiting: scaled, nothing moved", Lane{Next: now, Scaled: ms}, 2 * ms, now, 0, 2 * ms},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s := tc.lane
+			s.setRates(now, tc.per, 0, "r")
+			assert.Equal(t, tc.next, s.Next, "Next")
+			assert.Equal(t, tc.moved, s.Moved, "Moved")
+			assert.Equal(t, tc.scaled, s.Scaled, "Scaled")
+			assert.Equal(t, tc.per, s.Per, "Per")
+			assert.Equal(t, uint64(1), s.Version, "Version")
+		})
+	}
+}
+
+// TestUsEdges: us rounds to whole µs and saturates at MaxAhead either way,
+// at the bound exactly and past it; NaN is 0.
+func TestUsEdges(t *testing.T) {
+	top := float64(MaxAhead)
+	for _, tc := range []struct {
+		ns   float64
+		want time.Duration
+	}{
+		{math.NaN(), 0},
+		{top, MaxAhead},
+		{math.Inf(1), MaxAhead},
+		{-top, -MaxAhead},
+		{math.Inf(-1), -MaxAhead},
+		{1499, time.Microsecond},
+		{1500, 2 * time.Microsecond},
+		{-1501, -2 * time.Microsecond},
+	} {
+		assert.Equal(t, tc.want, us(tc.ns), "us(%v)", tc.ns)
 	}
 }
