@@ -246,6 +246,8 @@ func (k kit) edges(t *testing.T) {
 			[]store.Op{{Kind: store.OpHold, Lane: store.Requests, For: time.Second}}},
 		{"a hold a second past MaxAhead", enc("5", nil, "0", "0"),
 			[]store.Op{{Kind: store.OpHold, Lane: store.Requests, For: store.MaxAhead + time.Second}}},
+		{"a hold a second under MaxAhead", enc("5", nil, "0", "0"),
+			[]store.Op{{Kind: store.OpHold, Lane: store.Requests, For: store.MaxAhead - time.Second}}},
 		{"a take within a second past MaxAhead", enc("5", one, "0", "0"),
 			[]store.Op{{Kind: store.OpTake, Costs: []float64{1}, Within: store.MaxAhead + time.Second}}},
 		{"Seq 2^53-1", enc("9007199254740991", one, "0", "0"), nil},
