@@ -288,6 +288,8 @@ func TestSetRatesEdges(t *testing.T) {
 		{"twice as fast: it halves", Lane{Next: now.Add(time.Second), Scaled: ms}, ms / 2, now.Add(time.Second / 2), -time.Second / 2, ms / 2},
 		{"within rescaleBy: no scaling", Lane{Next: now.Add(time.Second), Scaled: ms}, ms * 1.04, now.Add(time.Second), 0, ms},
 		{"within it the other way", Lane{Next: now.Add(time.Second), Scaled: ms}, ms / 1.04, now.Add(time.Second), 0, ms},
+		{"rescaleBy exactly: no scaling", Lane{Next: now.Add(time.Second), Scaled: ms}, ms * rescaleBy, now.Add(time.Second), 0, ms},
+		{"rescaleBy exactly the other way", Lane{Next: now.Add(time.Second), Scaled: ms}, ms / rescaleBy, now.Add(time.Second), 0, ms},
 		{"nothing waiting: scaled, nothing moved", Lane{Next: now, Scaled: ms}, 2 * ms, now, 0, 2 * ms},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
