@@ -279,3 +279,28 @@ func TestWithCircuitDefaults(t *testing.T) {
 		cd.Close()
 	}
 }
+
+// BenchmarkRefused is a call refused by an open circuit (R25): it sends
+// nothing and sleeps nothing.
+func BenchmarkRefused(b *testing.B) {
+	clk := retryhttptest.NewClock()
+	script := retryhttptest.NewScript(down503, down503, down503).WithClock(clk)
+	cd := NewCooldown(nil, WithCircuit(Circuit{Failures: 3, Open: time.Hour}))
+	b.Cleanup(func() { _ = cd.Close() })
+	tr := New(script, WithClock(clk), WithCooldown(cd), WithMaxRetries(0))
+	for range 3 {
+		if resp, _ := tr.RoundTrip(getReq(context.Background())); resp != nil {
+			resp.Body.Close()
+		}
+	}
+	if !cd.Down(origin) {
+		b.Fatal("the circuit did not open")
+	}
+	req := getReq(context.Background())
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := tr.RoundTrip(req); !errors.Is(err, ErrUnavailable) {
+			b.Fatalf("RoundTrip: %v, want ErrUnavailable", err)
+		}
+	}
+}
