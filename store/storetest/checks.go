@@ -228,6 +228,12 @@ func (k kit) edges(t *testing.T) {
 		}
 		return []byte(b + fmt.Sprintf(" %s %s 0 0 0 0 0", failures, from))
 	}
+	// waiting is a lane paced at Per = Scaled = scaled ns a unit, its next
+	// slot a second ahead of now.
+	waiting := func(scaled string) string {
+		next := time.Now().Add(time.Second).UnixMicro()
+		return fmt.Sprintf("0 0 %d 0 0 0 0 %s 0 %s 0 3 0:", next, scaled, scaled)
+	}
 	one := []string{lane("1", "r")}
 	eight := make([]string, store.MaxLanes)
 	for i := range eight {
@@ -250,6 +256,14 @@ func (k kit) edges(t *testing.T) {
 			[]store.Op{{Kind: store.OpHold, Lane: store.Requests, For: store.MaxAhead - time.Second}}},
 		{"a take within a second past MaxAhead", enc("5", one, "0", "0"),
 			[]store.Op{{Kind: store.OpTake, Costs: []float64{1}, Within: store.MaxAhead + time.Second}}},
+		{"a circuit opened for 1 ns", enc("5", nil, "0", "0"),
+			[]store.Op{{Kind: store.OpFail, From: 1, Failures: 1, Open: time.Nanosecond, Solo: true}}},
+		{"a circuit opened for 1 µs", enc("5", nil, "0", "0"),
+			[]store.Op{{Kind: store.OpFail, From: 1, Failures: 1, Open: time.Microsecond, Solo: true}}},
+		{"rates rescaled at rescale's bound exactly", enc("5", []string{waiting("1000000")}, "0", "0"),
+			[]store.Op{{Kind: store.OpRates, Lane: store.Requests, Per: 1e6 / 1.05, Rates: "r", Version: 3}}},
+		{"rates rescaled from a Scaled of 1 ns", enc("5", []string{waiting("1")}, "0", "0"),
+			[]store.Op{{Kind: store.OpRates, Lane: store.Requests, Per: 2, Rates: "r", Version: 3}}},
 		{"Seq 2^53-1", enc("9007199254740991", one, "0", "0"), nil},
 		{"Seq 2^53", enc("9007199254740992", one, "0", "0"), nil},
 		{"Seq of 21 digits", enc("000000000000000000007", one, "0", "0"), nil},
