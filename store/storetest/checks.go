@@ -218,6 +218,38 @@ func (k kit) edges(t *testing.T) {
 		t.Skip("Harness.Plant is nil")
 	}
 	s := k.h.Open(t)
+	ctx := context.Background()
+	for _, tc := range edgeCases() {
+		t.Run(tc.name, func(t *testing.T) {
+			b := tc.b
+			key := k.key(t, "k")
+			k.h.Plant(t, key, b)
+			st, err := s.Apply(ctx, key, tc.ops)
+			if err != nil {
+				t.Fatalf("Apply: %v", err)
+			}
+			var ref store.Record
+			if ref.UnmarshalBinary(b) != nil || !ref.Valid(st.Now) {
+				ref = store.Record{}
+			}
+			want := store.Apply(&ref, st.Now, tc.ops)
+			if diff := compare(ref, st.Record, want, st.Result); diff != "" {
+				t.Errorf("%q is not read as package store reads it:\n%s", b, diff)
+			}
+		})
+	}
+}
+
+// edgeCase is one of edges': bytes planted at a key, and the ops then
+// applied (nil: a read).
+type edgeCase struct {
+	name string
+	b    []byte
+	ops  []store.Op
+}
+
+// edgeCases are edges' encodings and ops.
+func edgeCases() []edgeCase {
 	lane := func(refuse, rates string) string {
 		return fmt.Sprintf("0 %s 0 0 0 0 0 0 0 0 0 3 %d:%s", refuse, len(rates), rates)
 	}
@@ -241,12 +273,7 @@ func (k kit) edges(t *testing.T) {
 	}
 	ahead := strconv.FormatInt(time.Now().Add(10*time.Second).UnixMicro(), 10) // Seq ahead of the Store's now
 	take := []store.Op{{Kind: store.OpTake, Costs: []float64{1}, Within: time.Second}}
-	ctx := context.Background()
-	for _, tc := range []struct {
-		name string
-		b    []byte
-		ops  []store.Op
-	}{
+	return []edgeCase{
 		{"Seq ahead of now, then a take", enc(ahead, one, "0", "0"), take},
 		{"Seq ahead of now, then a hold", enc(ahead, nil, "0", "0"),
 			[]store.Op{{Kind: store.OpHold, Lane: store.Requests, For: time.Second}}},
@@ -280,23 +307,5 @@ func (k kit) edges(t *testing.T) {
 		{"From of 21 digits", enc("5", one, "2", "100000000000000000000"), nil},
 		{"a byte after the last field", append(enc("5", one, "0", "0"), ' '), nil},
 		{"a field cut short", enc("5", one, "0", "0")[:len(enc("5", one, "0", "0"))-2], nil},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			b := tc.b
-			key := k.key(t, "k")
-			k.h.Plant(t, key, b)
-			st, err := s.Apply(ctx, key, tc.ops)
-			if err != nil {
-				t.Fatalf("Apply: %v", err)
-			}
-			var ref store.Record
-			if ref.UnmarshalBinary(b) != nil || !ref.Valid(st.Now) {
-				ref = store.Record{}
-			}
-			want := store.Apply(&ref, st.Now, tc.ops)
-			if diff := compare(ref, st.Record, want, st.Result); diff != "" {
-				t.Errorf("%q is not read as package store reads it:\n%s", b, diff)
-			}
-		})
 	}
 }
