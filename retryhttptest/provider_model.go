@@ -62,7 +62,10 @@ func RequestModel(req *http.Request, body []byte) string {
 }
 
 // pathModel is the {model} of a path whose last segment is
-// models/{model}:{method}, or "".
+// models/{model}:{method}, or "". The kit reads the model on its own, as a
+// provider would, not through the library's readers that its Provider
+// tests (KeyByModel's is the same rule; internal/signal's tests import
+// this package).
 func pathModel(path string) string {
 	i := strings.LastIndex(path, "/models/")
 	if i < 0 {

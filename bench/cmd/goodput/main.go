@@ -20,7 +20,6 @@ import (
 	"fmt"
 	"log"
 	"os"
-	"os/exec"
 	"regexp"
 	"slices"
 	"strings"
@@ -81,7 +80,7 @@ func main() {
 
 	cmd := []string{"go run ./cmd/goodput"}
 	flag.Visit(func(f *flag.Flag) { cmd = append(cmd, "-"+f.Name+" "+quote(f.Value.String())) })
-	m := machine()
+	m := bench.NewMachine()
 	started := time.Now()
 	var sections []section
 	for _, d := range ds {
@@ -103,8 +102,8 @@ func main() {
 		}
 		sections = append(sections, s)
 	}
-	m.loadEnd = loadavg()
-	write(os.Stdout, cfg, *runs, strings.Join(cmd, " "), started, time.Since(started), m, sections)
+	loadEnd := bench.LoadAvg()
+	write(os.Stdout, cfg, *runs, strings.Join(cmd, " "), started, time.Since(started), m, loadEnd, sections)
 }
 
 // section is one dialect's table: reports[i] are the runs of libs[i].
@@ -158,36 +157,6 @@ func what(c bench.GoodputConfig) string {
 		tokens = fmt.Sprintf(", %d tokens/s bucket %d", c.TokenRate, c.TokenBurst)
 	}
 	return fmt.Sprintf("%s, %d workers (%d replicas), %d/s burst %d%s, answers after %s", calls, c.Workers, max(c.Replicas, 1), c.Rate, c.Burst, tokens, c.Latency)
-}
-
-type env struct{ cpu, commit, loadStart, loadEnd string }
-
-func machine() env {
-	e := env{cpu: "unknown CPU", commit: "unknown", loadStart: loadavg()}
-	if b, err := os.ReadFile("/proc/cpuinfo"); err == nil {
-		for _, line := range strings.Split(string(b), "\n") {
-			if k, v, ok := strings.Cut(line, ":"); ok && strings.TrimSpace(k) == "model name" {
-				e.cpu = strings.TrimSpace(v)
-				break
-			}
-		}
-	}
-	if b, err := exec.Command("git", "rev-parse", "--short=12", "HEAD").Output(); err == nil {
-		e.commit = strings.TrimSpace(string(b))
-		if st, err := exec.Command("git", "status", "--porcelain", "--untracked-files=no").Output(); err == nil && len(strings.TrimSpace(string(st))) > 0 {
-			e.commit += " (with uncommitted changes)"
-		}
-	}
-	return e
-}
-
-// loadavg is the 1, 5 and 15 minute load averages, "?" when unknown.
-func loadavg() string {
-	b, err := os.ReadFile("/proc/loadavg")
-	if f := strings.Fields(string(b)); err == nil && len(f) >= 3 {
-		return strings.Join(f[:3], " ")
-	}
-	return "?"
 }
 
 // resetFleet, when there is a +redis row, empties its Redis before a row.

@@ -68,7 +68,7 @@ func main() {
 
 	cmd := []string{"go run ./cmd/outage"}
 	flag.Visit(func(f *flag.Flag) { cmd = append(cmd, "-"+f.Name+" "+quote(f.Value.String())) })
-	m := machine()
+	m := bench.NewMachine()
 	started := time.Now()
 	var tables []table
 	for _, f := range fs {
@@ -85,16 +85,16 @@ func main() {
 					}
 				}
 				r := bench.Blackout(row, c)
-				m.sample()
+				m.Sample()
 				log.Printf("%s, run %d/%d, %s: %.4f per call, p50 %s, first ok %s, share ok %.3f, load %s",
-					f, k+1, *runs, row.Name, r.PerCall(), r.FailP50(), r.FirstOK, r.AfterShare(), loadavg())
+					f, k+1, *runs, row.Name, r.PerCall(), r.FailP50(), r.FirstOK, r.AfterShare(), bench.LoadAvg())
 				t.reports[i] = append(t.reports[i], r)
 			}
 		}
 		tables = append(tables, t)
 	}
-	m.loadEnd = loadavg()
-	write(os.Stdout, cfg, *runs, strings.Join(cmd, " "), started, time.Since(started), m, tables)
+	loadEnd := bench.LoadAvg()
+	write(os.Stdout, cfg, *runs, strings.Join(cmd, " "), started, time.Since(started), m, loadEnd, tables)
 }
 
 // table is one fault's table: reports[i] are the runs of rows[i].

@@ -7,25 +7,23 @@ import (
 	"fmt"
 	"io"
 	"math"
-	"os"
-	"os/exec"
 	"runtime"
 	"slices"
-	"strconv"
 	"strings"
 	"time"
 
 	"github.com/retryhttp/retryhttp/bench"
 )
 
-func write(w io.Writer, cfg bench.BlackoutConfig, runs int, cmd string, started time.Time, total time.Duration, m env, tables []table) {
+func write(w io.Writer, cfg bench.BlackoutConfig, runs int, cmd string, started time.Time, total time.Duration, m *bench.Machine, loadEnd string, tables []table) {
 	fmt.Fprintf(w, "## An outage (issue 30)\n\n")
 	fmt.Fprintf(w, "| | |\n|---|---|\n")
 	fmt.Fprintf(w, "| date | %s |\n", started.UTC().Format("2006-01-02 15:04 UTC"))
+	low, high := m.LoadRange()
 	fmt.Fprintf(w, "| machine | %s, %d cores, shared with other work; load average %s at start, %s at end, the 1-minute one from %s to %s after the rows |\n",
-		m.cpu, runtime.NumCPU(), m.loadStart, m.loadEnd, m.low, m.high)
+		m.CPU, runtime.NumCPU(), m.LoadStart, loadEnd, low, high)
 	fmt.Fprintf(w, "| Go | %s %s/%s |\n", runtime.Version(), runtime.GOOS, runtime.GOARCH)
-	fmt.Fprintf(w, "| commit | %s |\n", m.commit)
+	fmt.Fprintf(w, "| commit | %s |\n", m.Commit)
 	fmt.Fprintf(w, "| provider | an httptest server on 127.0.0.1 that answers a small chat completion 200 at once, but from %s to %s after the start (as a request arrives) fails: 503 at once, or reads the request and resets the connection (hijack, SO_LINGER 0, close); a fresh one per row |\n", secs(cfg.DownFrom), secs(cfg.DownUntil))
 	fmt.Fprintf(w, "| calls | open loop: %d a second for %s (%d calls), each on its own goroutine at a fixed time whatever the others do, a POST of a small chat request through an http.Client, its body read to the end; a %s context deadline each; ok iff 200 |\n", cfg.Rate, secs(cfg.Duration), int(int64(cfg.Duration)*int64(cfg.Rate)/int64(time.Second)), secs(cfg.Timeout))
 	fmt.Fprintf(w, "| clients | each row its own base transports (net/http's default, no proxy, one pool per replica); K replicas get the calls round robin, each its own Transport (and Quota, Cooldown or breaker); rows one after another, %d run(s) of each row per fault |\n", runs)
@@ -173,53 +171,4 @@ func secs(d time.Duration) string {
 		return fmt.Sprintf("%.0f ms", float64(d)/float64(time.Millisecond))
 	}
 	return fmt.Sprintf("%.2f s", d.Seconds())
-}
-
-// env is the machine: its CPU, the commit, and its load averages.
-type env struct {
-	cpu, commit, loadStart, loadEnd string
-	low, high                       string // of the 1-minute load average, sampled after each row
-	lo, hi                          float64
-}
-
-func machine() env {
-	e := env{cpu: "unknown CPU", commit: "unknown", loadStart: loadavg(), lo: math.Inf(1), hi: math.Inf(-1), low: "?", high: "?"}
-	if b, err := os.ReadFile("/proc/cpuinfo"); err == nil {
-		for _, line := range strings.Split(string(b), "\n") {
-			if k, v, ok := strings.Cut(line, ":"); ok && strings.TrimSpace(k) == "model name" {
-				e.cpu = strings.TrimSpace(v)
-				break
-			}
-		}
-	}
-	if b, err := exec.Command("git", "rev-parse", "--short=12", "HEAD").Output(); err == nil {
-		e.commit = strings.TrimSpace(string(b))
-		if st, err := exec.Command("git", "status", "--porcelain", "--untracked-files=no").Output(); err == nil && len(strings.TrimSpace(string(st))) > 0 {
-			e.commit += " (with uncommitted changes)"
-		}
-	}
-	return e
-}
-
-// sample notes the 1-minute load average now.
-func (e *env) sample() {
-	f := strings.Fields(loadavg())
-	if len(f) == 0 {
-		return
-	}
-	v, err := strconv.ParseFloat(f[0], 64)
-	if err != nil {
-		return
-	}
-	e.lo, e.hi = min(e.lo, v), max(e.hi, v)
-	e.low, e.high = strconv.FormatFloat(e.lo, 'f', 2, 64), strconv.FormatFloat(e.hi, 'f', 2, 64)
-}
-
-// loadavg is the 1, 5 and 15 minute load averages, "?" when unknown.
-func loadavg() string {
-	b, err := os.ReadFile("/proc/loadavg")
-	if f := strings.Fields(string(b)); err == nil && len(f) >= 3 {
-		return strings.Join(f[:3], " ")
-	}
-	return "?"
 }

@@ -33,6 +33,8 @@ import (
 	"os"
 	"strings"
 	"time"
+
+	"github.com/retryhttp/retryhttp/bench"
 )
 
 func main() {
@@ -66,7 +68,7 @@ func main() {
 	}
 	cmd := []string{"go run ./cmd/soak"}
 	flag.Visit(func(f *flag.Flag) { cmd = append(cmd, "-"+f.Name+" "+f.Value.String()) })
-	env := newEnv()
+	env := bench.NewMachine()
 	var results []result
 	for _, sc := range picked {
 		for _, adapter := range adapters {
@@ -74,9 +76,9 @@ func main() {
 			if err != nil {
 				log.Fatalf("scene %s: %v", sc.name, err)
 			}
-			env.sample()
+			env.Sample()
 			log.Printf("%s, go-redis %s: %d ok, %d failed, %d lines, load %s",
-				sc.title, modeName(adapter), r.ok, r.failed, r.lines(), loadavg())
+				sc.title, modeName(adapter), r.ok, r.failed, r.lines(), bench.LoadAvg())
 			results = append(results, r)
 		}
 	}

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/retryhttp/retryhttp/bench"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -95,7 +96,7 @@ func TestSoak(t *testing.T) {
 	assert.LessOrEqual(t, hot.tally.byLevel()["warn"].max, 2*cfg.k, "the give-ups sampled: a replica's first, then one a second")
 
 	var out bytes.Buffer
-	write(&out, cfg, "go test", newEnv(), results)
+	write(&out, cfg, "go test", bench.NewMachine(), results)
 	assert.Contains(t, out.String(), "| b: Redis killed, then restarted | retryredis.RedisLogger | ")
 	assert.Contains(t, out.String(), "| c | retryredis.RedisLogger | warn | llm transient failure — giving up | ")
 }

@@ -3,13 +3,12 @@ package main
 import (
 	"fmt"
 	"io"
-	"os"
-	"os/exec"
 	"runtime"
 	"strings"
 	"time"
 
 	"github.com/retryhttp/retryhttp"
+	"github.com/retryhttp/retryhttp/bench"
 )
 
 func errorf(format string, v ...any) error { return fmt.Errorf(format, v...) }
@@ -24,9 +23,9 @@ func (r result) lines() int {
 }
 
 // write prints the tables of results.
-func write(w io.Writer, cfg config, cmd string, env env, results []result) {
+func write(w io.Writer, cfg config, cmd string, env *bench.Machine, results []result) {
 	fmt.Fprintf(w, "Logs per second (issue 32) at %s, %s, %s; `%s`; load average %s at the start, %s at the end (1, 5, 15 min), 1-min range %s over the runs.\n\n",
-		env.commit, env.cpu, time.Now().UTC().Format("2006-01-02"), cmd, env.loadStart, loadavg(), env.loadRange())
+		env.Commit, fmt.Sprintf("%s, %d CPUs", env.CPU, runtime.NumCPU()), time.Now().UTC().Format("2006-01-02"), cmd, env.LoadStart, bench.LoadAvg(), loadRange(env))
 	fmt.Fprintf(w, "K=%d replicas, each a process with a Transport, a Cooldown and a retryredis Store of its own, on one redis-server; a retryhttptest Provider (OpenAI dialect) admitting %g requests a second (a bucket of %d), answering a success in %s. %s a scene. Scenes a and b: %d goroutines a replica, each calling in a closed loop; b: Redis killed at %s, started again at %s. Scene c: the provider answers 429 with Retry-After: %d from the start, and one goroutine a replica calls in a tight loop with a Budget of %s. Every logger at Debug; each cell is lines a second of the fleet, in its busiest second / the mean over the scene.\n\n",
 		cfg.k, cfg.rate, int64(cfg.rate), cfg.latency, cfg.duration, cfg.workers, cfg.downFrom, cfg.downUntil, int(cfg.askFor/time.Second), retryhttp.PublicTierMaxWait)
 	fmt.Fprintln(w, "| scene | go-redis's logger | calls ok / failed | Error | Warn | Info | Debug | unstructured (stderr) | lines |")
@@ -80,65 +79,8 @@ func seconds(s []int, secs int) string {
 	return strings.Join(f, " ")
 }
 
-// env is the machine and its load over the runs.
-type env struct {
-	cpu, commit, loadStart string
-	lo, hi                 string
-	loVal, hiVal           float64
-	sampled                bool
-}
-
-func newEnv() env {
-	e := env{cpu: runtime.GOARCH, commit: "unknown", loadStart: loadavg()}
-	if b, err := os.ReadFile("/proc/cpuinfo"); err == nil {
-		for line := range strings.Lines(string(b)) {
-			if k, v, ok := strings.Cut(line, ":"); ok && strings.TrimSpace(k) == "model name" {
-				e.cpu = strings.TrimSpace(v)
-				break
-			}
-		}
-	}
-	e.cpu = fmt.Sprintf("%s, %d CPUs", e.cpu, runtime.NumCPU())
-	if b, err := exec.Command("git", "rev-parse", "--short=12", "HEAD").Output(); err == nil {
-		e.commit = strings.TrimSpace(string(b))
-		if st, err := exec.Command("git", "status", "--porcelain", "--untracked-files=no").Output(); err == nil && len(strings.TrimSpace(string(st))) > 0 {
-			e.commit += " (with uncommitted changes)"
-		}
-	}
-	return e
-}
-
-// sample notes the 1-minute load average now.
-func (e *env) sample() {
-	f := strings.Fields(loadavg())
-	var v float64
-	if len(f) == 0 {
-		return
-	}
-	if _, err := fmt.Sscan(f[0], &v); err != nil {
-		return
-	}
-	if !e.sampled || v < e.loVal {
-		e.loVal, e.lo = v, f[0]
-	}
-	if !e.sampled || v > e.hiVal {
-		e.hiVal, e.hi = v, f[0]
-	}
-	e.sampled = true
-}
-
-func (e env) loadRange() string {
-	if !e.sampled {
-		return "?"
-	}
-	return e.lo + "–" + e.hi
-}
-
-// loadavg is /proc/loadavg's three load averages.
-func loadavg() string {
-	b, err := os.ReadFile("/proc/loadavg")
-	if f := strings.Fields(string(b)); err == nil && len(f) >= 3 {
-		return strings.Join(f[:3], " ")
-	}
-	return "?"
+// loadRange is the 1-minute load average's lowest and highest over the runs.
+func loadRange(m *bench.Machine) string {
+	low, high := m.LoadRange()
+	return low + "–" + high
 }
