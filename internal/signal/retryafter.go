@@ -59,15 +59,19 @@ func parseDecimal(s string, unit time.Duration) (time.Duration, bool) {
 		return maxDuration, true
 	}
 	d := whole * unit
-	// The fraction, digit by digit: each digit is worth a tenth of the one
-	// before it; digits below a nanosecond are dropped.
-	for i, place := 0, unit/10; i < len(frac) && place > 0; i, place = i+1, place/10 {
-		add := time.Duration(frac[i]-'0') * place
-		if d > maxDuration-add {
-			return maxDuration, true
-		}
-		d += add
+	// The fraction, exactly: Horner's rule from its last digit, each step
+	// (digit×unit + carry)/10 in whole nanoseconds. Flooring at every step
+	// floors the whole sum, so the result is the value rounded down to the
+	// nanosecond for any unit (an hour's tenths are 360e9 ns, but its
+	// 12th digit is worth 3.6 ns, not 3). The carry stays below unit.
+	var carry time.Duration
+	for i := len(frac) - 1; i >= 0; i-- {
+		carry = (time.Duration(frac[i]-'0')*unit + carry) / 10
 	}
+	if d > maxDuration-carry {
+		return maxDuration, true
+	}
+	d += carry
 	return d, true
 }
 
