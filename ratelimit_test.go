@@ -303,7 +303,7 @@ func fzOpenAIOracle(v string) (lo, hi time.Duration, known bool) {
 	if lo, hi, ok := fzDecimal(v, int64(time.Second)); ok {
 		return lo, hi, true
 	}
-	if len(v) > 4096 || !fzOpenAIDuration.MatchString(v) {
+	if len(v) > fzGiant || !fzOpenAIDuration.MatchString(v) {
 		return 0, 0, false
 	}
 	sumLo, sumHi := new(big.Int), new(big.Int)
