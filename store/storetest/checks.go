@@ -273,6 +273,18 @@ func edgeCases() []edgeCase {
 	}
 	ahead := strconv.FormatInt(time.Now().Add(10*time.Second).UnixMicro(), 10) // Seq ahead of the Store's now
 	take := []store.Op{{Kind: store.OpTake, Costs: []float64{1}, Within: time.Second}}
+	// opened is a Record whose circuit opened on two processes and is
+	// past its open time, its probe's lease ending at probe (µs from now;
+	// 0: no probe out).
+	opened := func(probe time.Duration) []byte {
+		at := func(d time.Duration) int64 { return time.Now().Add(d).UnixMicro() }
+		p := int64(0)
+		if probe != 0 {
+			p = at(probe)
+		}
+		return []byte(fmt.Sprintf("r3 5 1 %s 3 1 1 %d %d %d %d", lane("0", ""), at(-3*time.Second), at(-2*time.Second), at(-4*time.Second), p))
+	}
+	takeC := []store.Op{{Kind: store.OpTake, Costs: []float64{1}, Within: time.Second, Circuit: true}}
 	return []edgeCase{
 		{"Seq ahead of now, then a take", enc(ahead, one, "0", "0"), take},
 		{"Seq ahead of now, then a hold", enc(ahead, nil, "0", "0"),
@@ -287,6 +299,10 @@ func edgeCases() []edgeCase {
 			[]store.Op{{Kind: store.OpFail, From: 1, Failures: 1, Open: time.Nanosecond, Solo: true}}},
 		{"a circuit opened for 1 µs", enc("5", nil, "0", "0"),
 			[]store.Op{{Kind: store.OpFail, From: 1, Failures: 1, Open: time.Microsecond, Solo: true}}},
+		{"a circuit past its open time, no probe out: a take probes", opened(0), takeC},
+		{"a probe whose lease ended: the next take probes again", opened(-time.Second), takeC},
+		{"a probe whose lease runs: unavailable", opened(10 * time.Second), takeC},
+		{"a take on a lane paced at 1 ns a unit, its next a second ahead", enc("5", []string{waiting("1")}, "0", "0"), take},
 		{"rates rescaled at rescale's bound exactly", enc("5", []string{waiting("1000000")}, "0", "0"),
 			[]store.Op{{Kind: store.OpRates, Lane: store.Requests, Per: 1e6 / 1.05, Rates: "r", Version: 3}}},
 		{"rates rescaled from a Scaled of 1 ns", enc("5", []string{waiting("1")}, "0", "0"),
