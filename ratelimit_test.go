@@ -179,7 +179,7 @@ func TestParseRateLimitResetEdges(t *testing.T) {
 		{"openai 1m9s", []string{remaining, "0", reset, "1m9s"}, 69 * time.Second, true},
 		{"openai nanoseconds just under the largest, exact", []string{remaining, "0", reset, "9223372036854775800ns"}, maxDuration - 7, true},
 		{"openai hours to the nanosecond: a 12th digit of an hour is 3.6 ns", []string{remaining, "0", reset, "0.007547562047h"}, 27171223369, true},
-		{"openai a hour's nines, floored once", []string{remaining, "0", reset, "0.9999999999999999999999h"}, time.Hour - 1, true},
+		{"openai an hour's nines, floored once", []string{remaining, "0", reset, "0.9999999999999999999999h"}, time.Hour - 1, true},
 		{"openai minutes to the nanosecond", []string{remaining, "0", reset, "1.00000000001m"}, time.Minute, true},
 		{"openai a minute's nines", []string{remaining, "0", reset, "0.99999999999m"}, time.Minute - 1, true},
 		{"anthropic year 0999 is past: 0", []string{"Anthropic-Ratelimit-Requests-Remaining", "0", "Anthropic-Ratelimit-Requests-Reset", "0999-12-31T23:59:59Z"}, 0, true},

@@ -274,8 +274,8 @@ func edgeCases() []edgeCase {
 	ahead := strconv.FormatInt(time.Now().Add(10*time.Second).UnixMicro(), 10) // Seq ahead of the Store's now
 	take := []store.Op{{Kind: store.OpTake, Costs: []float64{1}, Within: time.Second}}
 	// opened is a Record whose circuit opened on two processes and is
-	// past its open time, its probe's lease ending at probe (µs from now;
-	// 0: no probe out).
+	// past its open time, its probe's lease ending probe from now (0: no
+	// probe out).
 	opened := func(probe time.Duration) []byte {
 		at := func(d time.Duration) int64 { return time.Now().Add(d).UnixMicro() }
 		p := int64(0)
