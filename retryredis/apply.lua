@@ -72,27 +72,43 @@ local function word()
   rd.p = e + 1                                        -- and on past the space
   return w
 end
--- num reads a finite number, and raises an error on anything else.
+-- The words of numbers take store's grammar (store/encode.go), as Go
+-- reads them, and nothing else: tonumber would take more (hex, spaces
+-- around, "1e5"; gopher-lua also "1_0" and, after "0x", a binary point).
+--   uint  = 0 | [1-9][0-9]*
+--   int   = 0 | -?[1-9][0-9]*
+--   float = -?(0 | [1-9][0-9]*)(.[0-9]+)?(e[-+][0-9]+)?
+local function isUint(w) return w == '0' or string.find(w, '^[1-9]%d*$') ~= nil end
+local function isInt(w) return w == '0' or string.find(w, '^%-?[1-9]%d*$') ~= nil end
+local function isFloat(w)
+  local i, f, e = string.match(w, '^%-?(%d+)(%.?%d*)(.*)$')
+  if not i or (#i > 1 and string.sub(i, 1, 1) == '0') or f == '.' then return false end
+  return e == '' or string.find(e, '^e[-+]%d+$') ~= nil
+end
+-- num reads a finite float, and raises an error on anything else.
 local function num()
   local w = word()
+  if not isFloat(w) then error('retryredis: not a number') end
   local n = tonumber(w)
-  -- gopher-lua (miniredis) reads an exponent only after a '.': 1e+21 as 1.0e+21
-  if n == nil then n = tonumber((string.gsub(w, '^([-+]?%d+)([eE])', '%1.0%2'))) end
+  -- gopher-lua (miniredis) reads a word with no '.' as an int64 only: 1e+21 as 1.0e+21
+  if n == nil then n = tonumber((string.gsub(w, '^(%-?%d+)', '%1.0', 1))) end
   if n == nil or n ~= n or n == math.huge or n == -math.huge then error('retryredis: not a number') end
   return n
 end
--- int reads a whole number of the record: digits, under 2^53 either way.
-local function int()
+-- whole reads a whole number spelt as ok says, under 2^53 either way.
+local function whole(ok)
   local w = word()
-  if not string.find(w, '^%-?%d+$') then error('retryredis: not an int') end
+  if not ok(w) then error('retryredis: not a whole number') end
   local n = tonumber(w)
-  if n >= MAXINT or n <= -MAXINT then error('retryredis: int out of range') end
+  if n == nil or n >= MAXINT or n <= -MAXINT then error('retryredis: out of range') end
   return n
 end
+local function int() return whole(isInt) end
+local function uint() return whole(isUint) end
 -- id reads a process id as it is: a uint64 is past what a double holds.
 local function id()
   local w = word()
-  if not string.find(w, '^%d+$') or #w > 20 then error('retryredis: not an id') end
+  if not isUint(w) or #w > 20 or (#w == 20 and w > '18446744073709551615') then error('retryredis: not an id') end
   return w
 end
 local function flag()
@@ -106,7 +122,7 @@ local function bytes()
   local c = string.find(rd.s, ':', rd.p, true)        -- the colon after the length
   if not c then error('retryredis: no length') end
   local nw = string.sub(rd.s, rd.p, c - 1)
-  if not string.find(nw, '^%d+$') then error('retryredis: bad length') end
+  if not isUint(nw) then error('retryredis: bad length') end
   local n = tonumber(nw)
   local b = string.sub(rd.s, c + 1, c + n)            -- the n bytes
   if #b ~= n then error('retryredis: short bytes') end
@@ -146,13 +162,13 @@ end
 local function decode(raw)
   rd.s, rd.p = raw, 1
   if word() ~= 'r3' then error('retryredis: not a record') end -- r2 and older: read as none
-  local st = {seq = int(), lanes = {}}
+  local st = {seq = uint(), lanes = {}}
   local n = int()
   if n < 0 or n > MAXLANES then error('retryredis: lanes') end
   for l = 1, n do
     local s = newLane()
     s.u, s.r, s.n, s.sh, s.pu, s.mv, s.rn = int(), flag(), int(), int(), int(), int(), int()
-    s.per, s.b, s.sc, s.lim, s.v, s.rates = num(), num(), num(), int(), int(), bytes()
+    s.per, s.b, s.sc, s.lim, s.v, s.rates = num(), num(), num(), int(), uint(), bytes()
     st.lanes[l] = s
   end
   local c = newCircuit()
@@ -245,7 +261,7 @@ local function take(costs, within, retry, circuit)
     end
   end
   R.took = true
-  if probe then C.probe, R.probe = now + LEASE, true end
+  if probe then C.probe, R.probe = fit(at + LEASE), true end -- the lease runs from the probe's slot
 end
 
 -- holdTo: the lane's hold on to u, forward only, moving the queue on.
@@ -291,20 +307,23 @@ local function setRates(s, per, burst, rates)
   s.per, s.b, s.rates, s.v = per, burst, rates, s.v + 1
 end
 
--- fail: OpFail, the circuit's row (store.Circuit.fail).
+-- fail: OpFail, the circuit's row (store.Circuit.fail). It returns
+-- whether the circuit opened or the row started (news every process hears).
 local function fail(from, failures, open, solo, probe)
   if open <= 0 then open = 1000000000 end             -- DefaultOpen, in ns
   if failures <= 0 then failures = 5 end              -- DefaultFailures
   open = math.max(math.min(us(open), MAXAHEAD), 1)
-  C.last = now
   if probe and C.open ~= 0 and C.probe ~= 0 then      -- the probe failed: open again
-    C.open, C.probe = now + open, 0
+    C.last, C.open, C.probe = now, now + open, 0
     return true
   end
-  if C.f == 0 then C.from, C.many = from, false       -- the row's first failure names its process
+  if C.open == 0 and C.f > 0 and now >= C.last + KEEP then C.f = 0 end -- a row a minute old starts again
+  local started = C.f == 0
+  if started then C.from, C.many = from, false        -- the row's first failure names its process
   elseif from ~= C.from then C.many = true end        -- another process failed in it too
   if C.f < MAXINT - 1 then C.f = C.f + 1 end
-  if C.open ~= 0 or C.f < failures or (not C.many and not solo) then return false end
+  C.last = now
+  if C.open ~= 0 or C.f < failures or (not C.many and not solo) then return started end
   C.open, C.since = now + open, now                   -- the row opens the circuit
   return true
 end

@@ -16,7 +16,8 @@ import (
 // store.State.UnmarshalBinary. Times cross as whole µs of Redis's clock (0
 // is the zero Time), so that a Mark the Store gave out comes back exactly;
 // Per, Burst, costs and charges as shortest-exact decimals; a lane's Rates
-// as "n:" and its bytes.
+// as "n:" and its bytes. Every number is spelt as store's grammar says
+// (store/encode.go), the only one apply.lua reads.
 
 var errReply = errors.New("retryredis: a reply that does not parse")
 
@@ -119,10 +120,19 @@ func parseMessage(payload string) (from, key string, st store.State, err error) 
 	}
 	n, rest, ok := strings.Cut(rest, ":")
 	v, err := strconv.Atoi(n)
-	if !ok || err != nil || v < 0 || v >= len(rest) || rest[v] != ' ' {
+	if !ok || err != nil || !isUint(n) || v >= len(rest) || rest[v] != ' ' {
 		return "", "", st, errReply
 	}
 	key, rest = rest[:v], rest[v+1:]
 	st, err = parseReply(rest)
 	return from, key, st, err
+}
+
+// isUint reports whether w is a uint as store's grammar spells one: "0",
+// or digits with no leading zero (strconv also takes a '+' and zeros).
+func isUint(w string) bool {
+	if w == "" || w[0] == '0' {
+		return w == "0"
+	}
+	return strings.Trim(w, "0123456789") == ""
 }

@@ -44,7 +44,7 @@ func applyFor(t *testing.T, s *Store, d time.Duration, until func(error) bool) (
 }
 
 func logsOf(t *testing.T) (*zap.Logger, *observer.ObservedLogs) {
-	core, logs := observer.New(zap.WarnLevel)
+	core, logs := observer.New(zap.InfoLevel)
 	return zap.New(core), logs
 }
 

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
 )
 
 // An Option configures a Store in NewStore.
@@ -64,8 +65,9 @@ func WithTimeout(d time.Duration) Option {
 	}
 }
 
-// WithLogger sets where the Store says that Redis is failing and that it
-// is back: one Warn entry each time it changes, never a secret (no key's
+// WithLogger sets where the Store says that Redis is failing (a Warn
+// entry) and that it is back (an Info entry, as a Cooldown says its Store
+// works again), once each time it changes, never a secret (no key's
 // contents, no password). The default, and nil, is no logging. WithSlog
 // does the same for a log/slog Logger; of the two, the last given wins.
 // go-redis logs on its own (its pool's dial failures, at every attempt):
@@ -76,7 +78,8 @@ func WithLogger(l *zap.Logger) Option {
 }
 
 // WithSlog is WithLogger for a log/slog Logger: the same entries, at
-// slog.LevelWarn, with the same attributes. nil is no logging.
+// slog.LevelWarn and slog.LevelInfo, with the same attributes. nil is no
+// logging.
 func WithSlog(l *slog.Logger) Option {
 	return func(c *config) { c.log = logger{s: l} }
 }
@@ -90,24 +93,39 @@ type logger struct {
 // warn writes a Warn entry with the attributes kv: pairs of a key and an
 // int64, a string or an error (written as its text).
 func (l logger) warn(msg string, kv ...any) {
-	l.warnContext(context.Background(), msg, kv...)
+	l.log(context.Background(), zapcore.WarnLevel, msg, kv...)
+}
+
+// info is warn at the Info level.
+func (l logger) info(msg string, kv ...any) {
+	l.log(context.Background(), zapcore.InfoLevel, msg, kv...)
 }
 
 // warnContext is warn with the context a slog Handler is given.
 func (l logger) warnContext(ctx context.Context, msg string, kv ...any) {
+	l.log(ctx, zapcore.WarnLevel, msg, kv...)
+}
+
+// log writes an entry at level, Info or Warn (slog.LevelInfo or
+// slog.LevelWarn for a slog Logger).
+func (l logger) log(ctx context.Context, level zapcore.Level, msg string, kv ...any) {
 	switch {
 	case l.z != nil:
 		fields := make([]zap.Field, 0, len(kv)/2)
 		for i := 0; i+1 < len(kv); i += 2 {
 			fields = append(fields, zap.Any(kv[i].(string), text(kv[i+1])))
 		}
-		l.z.Warn(msg, fields...)
+		l.z.Log(level, msg, fields...)
 	case l.s != nil:
 		attrs := make([]any, 0, len(kv))
 		for i := 0; i+1 < len(kv); i += 2 {
 			attrs = append(attrs, kv[i], text(kv[i+1]))
 		}
-		l.s.Log(ctx, slog.LevelWarn, msg, attrs...)
+		sl := slog.LevelWarn
+		if level == zapcore.InfoLevel {
+			sl = slog.LevelInfo
+		}
+		l.s.Log(ctx, sl, msg, attrs...)
 	}
 }
 

@@ -1,6 +1,7 @@
 package retryredis
 
 import (
+	"container/list"
 	"context"
 	"fmt"
 	"log/slog"
@@ -25,7 +26,10 @@ import (
 // format, the first of a second at once, the next written after it with
 // count, how many lines it stands for (itself and those left out since
 // the one before). A line whose format is only verbs ("%s") is sampled by
-// its text, with its numbers left out (a connection's id).
+// its text, with its numbers left out (a connection's id). Past 256 kinds
+// written within one second, the kinds it does not remember share one
+// sample: an entry a second, whose count stands for the lines of them
+// all. No line goes uncounted.
 //
 // To quiet go-redis instead, give redis.SetLogger a RedisLog of a nil
 // logger, which writes nothing. A RedisLog is safe for concurrent use.
@@ -33,19 +37,25 @@ type RedisLog struct {
 	log logger
 	now func() time.Time // time.Now; a test's clock
 
-	mu   sync.Mutex
-	last map[string]*redisSeen
+	mu    sync.Mutex
+	last  map[string]*list.Element // of *redisSeen
+	order list.List                // of *redisSeen, the one written longest ago first
+	spill *redisSeen               // the kinds not remembered
 }
 
 // redisSeen is what a RedisLog remembers of a kind of line.
 type redisSeen struct {
+	kind string
 	at   time.Time // when the last entry of it was written
 	held int       // lines of it not written since
 }
 
 // redisSampleEvery is how often a kind of line that repeats is written;
-// redisMaxKinds bounds the kinds remembered (past it, the memory starts
-// again).
+// redisMaxKinds bounds the kinds remembered. Past it, a kind is forgotten
+// only once its second has passed (the one written longest ago first),
+// and the count it held goes to the next entry of a kind that takes its
+// room; while every kind remembered was written within the second, the
+// kinds not remembered share one sample (spill).
 const (
 	redisSampleEvery = time.Second
 	redisMaxKinds    = 256
@@ -101,14 +111,46 @@ func (r *RedisLog) take(kind string) (n int, ok bool) {
 	now := r.now()
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if r.last == nil || len(r.last) >= redisMaxKinds {
-		r.last = make(map[string]*redisSeen)
+	if el := r.last[kind]; el != nil {
+		if n, ok = el.Value.(*redisSeen).take(now); ok {
+			r.order.MoveToBack(el)
+		}
+		return n, ok
 	}
-	e := r.last[kind]
-	if e == nil {
-		r.last[kind] = &redisSeen{at: now}
-		return 1, true
+	if r.last == nil {
+		// as if written a second ago: the first line past the bound is
+		// written at once
+		r.last, r.spill = make(map[string]*list.Element), &redisSeen{at: now.Add(-redisSampleEvery)}
 	}
+	if !r.makeRoom(now) {
+		return r.spill.take(now)
+	}
+	r.last[kind] = r.order.PushBack(&redisSeen{kind: kind, at: now})
+	n, r.spill.held = 1+r.spill.held, 0 // and it carries what the kinds forgotten held
+	return n, true
+}
+
+// makeRoom makes room for a kind not remembered: when the memory is full,
+// it forgets the kind written longest ago if its second has passed, and
+// moves its held count to the spill. false: no room.
+func (r *RedisLog) makeRoom(now time.Time) bool {
+	if len(r.last) < redisMaxKinds {
+		return true
+	}
+	front := r.order.Front()
+	old := front.Value.(*redisSeen)
+	if now.Sub(old.at) < redisSampleEvery {
+		return false
+	}
+	r.order.Remove(front)
+	delete(r.last, old.kind)
+	r.spill.held += old.held
+	return true
+}
+
+// take is one line of e's at now: whether it is written, and how many
+// lines it stands for.
+func (e *redisSeen) take(now time.Time) (n int, ok bool) {
 	if now.Sub(e.at) < redisSampleEvery {
 		e.held++
 		return 0, false

@@ -175,3 +175,44 @@ func TestRedisLogFromGoRedis(t *testing.T) {
 	assert.Contains(t, dials[0]["msg"], "redis: connection pool: failed to dial after 2 attempts: ")
 	assert.Contains(t, dials[0]["msg"], addr)
 }
+
+// TestRedisLogPastItsBound: with more kinds of line than a RedisLog
+// remembers (redisMaxKinds+20, each three times a second for five
+// seconds, in turn or three in a row), it writes about one entry a second
+// for each, and every line is counted once: the counts written, and those
+// the last entries write, add up to the lines taken. (It forgot
+// everything at redisMaxKinds: lines in turn were all written, and the
+// counts of lines in a row were lost.)
+func TestRedisLogPastItsBound(t *testing.T) {
+	const kinds, perSecond, seconds = redisMaxKinds + 20, 3, 5
+	orders := map[string]func(i int) int{
+		"in turn":  func(i int) int { return i % kinds },
+		"in a row": func(i int) int { return i / perSecond % kinds },
+	}
+	for name, order := range orders {
+		clk, r := withClock(RedisLogger(zap.NewNop()))
+		step := time.Second / (kinds * perSecond)
+		taken, written, counted := 0, 0, 0
+		take := func(kind string) bool {
+			taken++
+			n, ok := r.take(kind)
+			if ok {
+				written++
+				counted += n
+			}
+			return ok
+		}
+		for i := range kinds * perSecond * seconds {
+			take("kind " + itoa(order(i)))
+			clk.add(step)
+		}
+		assert.LessOrEqual(t, written, (kinds+1)*(seconds+1), "%s: about an entry a second for each", name)
+		clk.add(redisSampleEvery) // each once more: what each held comes out
+		for k := range kinds {
+			take("kind " + itoa(k))
+		}
+		clk.add(redisSampleEvery) // and a kind never seen: what the last entries left
+		assert.True(t, take("a new kind"))
+		assert.Equal(t, taken, counted, "%s: every line counted once", name)
+	}
+}

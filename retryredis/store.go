@@ -7,6 +7,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"net"
 	"strconv"
 	"strings"
 	"sync"
@@ -203,8 +204,8 @@ func (s *Store) noteOutcome(ctx context.Context, probe bool, err error) {
 	case opened:
 		s.cfg.log.warn("retryredis: Redis is failing; each process paces on its own until it is back",
 			"error", err, "failures", int64(s.br.failures), "retry_in_ms", s.cfg.coolOff.Milliseconds())
-	case closed:
-		s.cfg.log.warn("retryredis: Redis is back; the processes pace together again",
+	case closed: // Info: Redis working again is no fault (the Cooldown's own line is Info too)
+		s.cfg.log.info("retryredis: Redis is back; the processes pace together again",
 			"down_ms", down.Milliseconds())
 	}
 }
@@ -269,14 +270,61 @@ func inBubble() bool {
 }
 
 // Ping reports whether Redis answers within the Store's bound: for a
-// readiness or health check. It does not count for the breaker, and a
-// Store whose Ping fails still works: each Apply then fails, and the
-// Cooldowns pace on their own states.
+// readiness or health check. Its error says why not: the dial's error
+// when Redis refuses the connection, the deadline when Redis accepts it
+// and does not answer. It returns within twice the bound (the second to
+// find the cause). It does not count for the breaker, and a Store whose
+// Ping fails still works: each Apply then fails, and the Cooldowns pace
+// on their own states.
 func (s *Store) Ping(ctx context.Context) error {
 	_, err := s.exec(ctx, func(ctx context.Context) (string, error) { return s.rdb.Ping(ctx).Result() })
-	if err != nil {
-		return fmt.Errorf("retryredis: ping: %w", err)
+	if err == nil {
+		return nil
 	}
+	if errors.Is(err, context.DeadlineExceeded) && ctx.Err() == nil {
+		// go-redis retries a refused dial after a backoff longer than the
+		// bound, and reports only the deadline: a dial of its own says
+		// whether Redis refuses.
+		if cause := s.dialError(ctx); cause != nil {
+			err = cause
+		}
+	}
+	return fmt.Errorf("retryredis: ping: %w", err)
+}
+
+// dialError dials Redis within the bound as the client does (a
+// *redis.Client with its Dialer, a *redis.ClusterClient's first address
+// over TCP), and returns the dial's error; nil when it connects, when it
+// runs out of time (the deadline is then the cause), or for a client of
+// another type.
+func (s *Store) dialError(ctx context.Context) error {
+	var network, addr string
+	var dial func(ctx context.Context, network, addr string) (net.Conn, error)
+	switch c := s.rdb.(type) {
+	case *redis.Client:
+		o := c.Options()
+		network, addr, dial = o.Network, o.Addr, o.Dialer
+	case *redis.ClusterClient:
+		if o := c.Options(); len(o.Addrs) > 0 {
+			network, addr = "tcp", o.Addrs[0]
+		}
+	}
+	if addr == "" {
+		return nil
+	}
+	if dial == nil {
+		dial = (&net.Dialer{}).DialContext
+	}
+	ctx, cancel := context.WithTimeout(ctx, s.cfg.timeout)
+	defer cancel()
+	conn, err := dial(ctx, network, addr)
+	if err != nil {
+		if ctx.Err() != nil {
+			return nil
+		}
+		return err
+	}
+	_ = conn.Close()
 	return nil
 }
 

@@ -48,7 +48,7 @@ type Result struct {
 //     paced lane (Took). With Circuit set, an open circuit refuses it
 //     first (Unavailable), and once its Open time has passed the first take
 //     is the probe (Probe), which holds the key half-open until its answer,
-//     or ProbeLease.
+//     or ProbeLease past its slot.
 //   - OpHold moves the lane's hold on to now+For, forward only; the sends
 //     already waiting past the old hold move on by what it grew (Next,
 //     Shift and Moved grow by it). Refuse marks it refusing.
@@ -64,9 +64,11 @@ type Result struct {
 //     time from now to Next, by Per/Scaled) and becomes Scaled.
 //   - OpLimited sets the lane's Limited to now.
 //   - OpFail counts a failure in the circuit's row (the row's first failure
-//     names From; another From sets Many). The row opens the circuit, for
-//     Open from now, when it reaches Failures and holds Many or the op is
-//     Solo. A failed probe opens it again at once.
+//     names From; another From sets Many; a row whose last failure is
+//     KeepFor old starts again). The row opens the circuit, for Open from
+//     now, when it reaches Failures and holds Many or the op is Solo. A
+//     failed probe opens it again at once. A row that starts, and a
+//     circuit that opens, are published.
 //   - OpAlive is a sign of life: the row ends, and an open circuit closes.
 //   - OpProbeEnd lets the next take probe: the probe's call ended with no
 //     answer.
@@ -187,7 +189,9 @@ func (r *Record) take(now time.Time, op *Op, res *Result) {
 	}
 	res.Took = true
 	if probe {
-		r.Circuit.Probe, res.Probe = now.Add(ProbeLease), true
+		// The lease runs from the probe's slot, not its take: a probe
+		// held 120 s by a Retry-After is still out at 30 s.
+		r.Circuit.Probe, res.Probe = fit(now, at.Add(ProbeLease)), true
 	}
 }
 

@@ -3,6 +3,9 @@ package store
 import (
 	"testing"
 	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 )
 
 // circuitRules is R25's state machine written apart from circuit.go, as
@@ -18,7 +21,7 @@ func circuitRules(c Circuit, now time.Time, op Op) (next Circuit, publish, unava
 		case now.Before(c.Open), c.Probe != (time.Time{}) && now.Before(c.Probe):
 			return c, false, true, false
 		}
-		c.Probe = now.Add(ProbeLease)
+		c.Probe = now.Add(ProbeLease) // (no lane: the slot is now)
 		return c, false, false, true
 	case OpAlive:
 		return Circuit{}, open, false, false
@@ -34,22 +37,26 @@ func circuitRules(c Circuit, now time.Time, op Op) (next Circuit, publish, unava
 	if n <= 0 {
 		n = 5
 	}
-	c.Last = now
 	if op.Probe && open && c.Probe != (time.Time{}) {
-		c.Open, c.Probe = now.Add(d), time.Time{}
+		c.Last, c.Open, c.Probe = now, now.Add(d), time.Time{}
 		return c, true, false, false
 	}
-	if c.Failures == 0 {
+	if !open && now.Sub(c.Last) >= KeepFor {
+		c.Failures = 0 // an old row is no row
+	}
+	first := c.Failures == 0
+	if first {
 		c.From, c.Many = op.From, false
 	} else if c.From != op.From {
 		c.Many = true
 	}
 	c.Failures++
+	c.Last = now
 	if !open && c.Failures >= n && (c.Many || op.Solo) {
 		c.Open, c.Since = now.Add(d), now
 		return c, true, false, false
 	}
-	return c, false, false, false
+	return c, first, false, false
 }
 
 // TestCircuitExhaustive holds Apply's circuit to circuitRules over every
@@ -62,12 +69,14 @@ func TestCircuitExhaustive(t *testing.T) {
 	now := epoch
 	times := []time.Time{{}, now.Add(-time.Millisecond), now, now.Add(time.Second)}
 	var states []Circuit
+	lasts := []time.Time{now.Add(-time.Second), now.Add(-KeepFor + time.Microsecond), now.Add(-KeepFor)}
 	for f := range 7 {
 		for _, many := range []bool{false, true} {
 			for _, open := range times {
 				for _, probe := range times {
-					states = append(states, Circuit{Failures: f, From: 1, Many: many && f > 0, Open: open, Probe: probe,
-						Last: now.Add(-time.Second)})
+					for _, last := range lasts {
+						states = append(states, Circuit{Failures: f, From: 1, Many: many && f > 0, Open: open, Probe: probe, Last: last})
+					}
 				}
 			}
 		}
@@ -98,4 +107,22 @@ func TestCircuitExhaustive(t *testing.T) {
 		}
 	}
 	t.Logf("%d cases", n)
+}
+
+// TestProbeLeaseFromItsSlot: a probe's lease runs from its slot, not its
+// take: a probe held 120 s by its key's hold is still out 31 s after its
+// take, and until 30 s past its slot; then the next take probes.
+func TestProbeLeaseFromItsSlot(t *testing.T) {
+	r := Record{Lanes: []Lane{{Until: epoch.Add(120 * time.Second)}},
+		Circuit: Circuit{Failures: 5, From: 1, Many: true, Last: epoch, Open: epoch, Since: epoch}}
+	take := []Op{{Kind: OpTake, Costs: []float64{1}, Within: MaxAhead, Circuit: true}}
+	res := Apply(&r, epoch, take)
+	require.True(t, res.Probe)
+	require.Equal(t, 120*time.Second, res.Wait)
+	for _, at := range []time.Duration{31 * time.Second, 120 * time.Second, 150*time.Second - time.Microsecond} {
+		res = Apply(&r, epoch.Add(at), take)
+		assert.True(t, res.Unavailable, "%v after the take: the probe is out", at)
+	}
+	res = Apply(&r, epoch.Add(150*time.Second), take)
+	assert.True(t, res.Probe, "its lease over: the next take probes")
 }

@@ -110,7 +110,7 @@ func TestSetRatesMoves(t *testing.T) {
 // Record stays Valid; Valid takes each count up to its bound and no
 // further.
 func TestCountsAtTheirBound(t *testing.T) {
-	r := Record{Circuit: Circuit{Failures: maxInt - 1, From: 1}}
+	r := Record{Circuit: Circuit{Failures: maxInt - 1, From: 1, Last: epoch}}
 	Apply(&r, epoch, []Op{{Kind: OpFail, From: 1}})
 	assert.Equal(t, maxInt-1, r.Circuit.Failures)
 	assert.True(t, r.Valid(epoch))

@@ -19,10 +19,24 @@ import (
 //	Until Refuse Next Shift Pushed Moved RetryNext Per Burst Scaled Limited Version len:Rates
 //
 // Times are whole microseconds since the Unix epoch (0 is the zero Time),
-// spans whole microseconds, flags 0 or 1, Per, Burst and Scaled decimal
-// floats (any form strconv.ParseFloat reads; Go writes the shortest that
-// reads back exactly), and Rates its length in bytes, a colon and the
-// bytes as they are. retryredis's script reads and writes the same.
+// spans whole microseconds, flags 0 or 1, Per, Burst and Scaled floats
+// (Go writes the shortest that reads back exactly), and Rates its length
+// in bytes, a colon and the bytes as they are.
+//
+// UnmarshalBinary takes one grammar, and retryredis's script the same
+// (the kit's Edges hold a Store to it):
+//
+//	uint  = "0" | [1-9][0-9]*                        Seq, Version, From, a length
+//	int   = "0" | "-"? [1-9][0-9]*                   a time, a span, N, Failures
+//	float = "-"? ("0" | [1-9][0-9]*) ("." [0-9]+)? ("e" ("-" | "+") [0-9]+)?
+//	flag  = "0" | "1"
+//
+// that is, what strconv.FormatUint, FormatInt, FormatFloat(f, 'g', -1,
+// 64) and Lua's %d and %.17g write: decimal only, with no '+' in front, no
+// leading zero, no hex, no inf or nan, no underscore, no space. A word
+// spelt otherwise is junk, and so is one its type cannot hold (an int past
+// int64, a float past the largest float64; one below the smallest reads as
+// 0), and then the whole Record.
 
 // ErrEncoding is what UnmarshalBinary returns for bytes that are not a
 // Record: a Store reads them as the zero Record (junk at a key is
@@ -183,21 +197,59 @@ func (p *decoder) word() string {
 }
 
 func (p *decoder) int() int64 {
-	v, err := strconv.ParseInt(p.word(), 10, 64)
-	p.bad = p.bad || err != nil
+	w := p.word()
+	v, err := strconv.ParseInt(w, 10, 64)
+	p.bad = p.bad || err != nil || !isInt(w)
 	return v
 }
 
 func (p *decoder) uint() uint64 {
-	v, err := strconv.ParseUint(p.word(), 10, 64)
-	p.bad = p.bad || err != nil
+	w := p.word()
+	v, err := strconv.ParseUint(w, 10, 64)
+	p.bad = p.bad || err != nil || !isUint(w)
 	return v
 }
 
 func (p *decoder) float() float64 {
-	f, err := strconv.ParseFloat(p.word(), 64)
-	p.bad = p.bad || err != nil || math.IsNaN(f) || math.IsInf(f, 0)
+	w := p.word()
+	f, err := strconv.ParseFloat(w, 64)
+	p.bad = p.bad || err != nil || !isFloat(w) || math.IsNaN(f) || math.IsInf(f, 0)
 	return f
+}
+
+// isUint, isInt and isFloat report whether w is spelt as the grammar says
+// (strconv reads more: a '+', leading zeros, hex, inf, underscores).
+func isUint(w string) bool { return w == "0" || w != "" && w[0] != '0' && digits(w) == len(w) }
+
+func isInt(w string) bool { return w == "0" || isUint(strings.TrimPrefix(w, "-")) && w != "-0" }
+
+func isFloat(w string) bool {
+	w = strings.TrimPrefix(w, "-")
+	n := digits(w)
+	if n == 0 || n > 1 && w[0] == '0' {
+		return false
+	}
+	w = w[n:]
+	if w != "" && w[0] == '.' {
+		n = digits(w[1:])
+		if n == 0 {
+			return false
+		}
+		w = w[1+n:]
+	}
+	if w == "" {
+		return true
+	}
+	return len(w) > 2 && w[0] == 'e' && (w[1] == '-' || w[1] == '+') && digits(w[2:]) == len(w)-2
+}
+
+// digits is how many ASCII digits w starts with.
+func digits(w string) int {
+	n := 0
+	for n < len(w) && '0' <= w[n] && w[n] <= '9' {
+		n++
+	}
+	return n
 }
 
 func (p *decoder) bool() bool {
@@ -242,7 +294,7 @@ func (p *decoder) bytes() string {
 	}
 	n, rest, ok := strings.Cut(p.s, ":")
 	v, err := strconv.Atoi(n)
-	if !ok || err != nil || v < 0 || v > len(rest) || strings.HasPrefix(n, "+") {
+	if !ok || err != nil || !isUint(n) || v > len(rest) {
 		p.bad = true
 		return ""
 	}

@@ -3,6 +3,7 @@ package storetest
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -208,18 +209,20 @@ func mustEncode(r store.Record) []byte {
 
 // edges: encodings on each side of each bound the encoding has (Seq and
 // ids under 2^53 and 20 digits, MaxLanes lanes, Rates of MaxRates bytes,
-// a flag 0 or 1, no byte after the last field, Failures 0 or more), each
+// a flag 0 or 1, no byte after the last field, Failures 0 or more), and
+// words spelt in and out of the encoding's grammar (store/encode.go: hex,
+// a '+', a leading zero, inf, a space a number reader would skip), each
 // read as package store reads it: the Record it encodes when that is
 // Valid, else the zero Record. A Store that reads one a bound too far
-// either way is caught here, where the random sequences, whose Records
-// are all well inside, never go.
+// either way, or a word package store reads as junk, is caught here, where
+// the random sequences, whose Records are all well inside, never go.
 func (k kit) edges(t *testing.T) {
 	if k.h.Plant == nil {
 		t.Skip("Harness.Plant is nil")
 	}
 	s := k.h.Open(t)
 	ctx := context.Background()
-	for _, tc := range edgeCases() {
+	for _, tc := range slices.Concat(edgeCases(), circuitEdgeCases(), spellingCases()) {
 		t.Run(tc.name, func(t *testing.T) {
 			b := tc.b
 			key := k.key(t, "k")
@@ -273,18 +276,6 @@ func edgeCases() []edgeCase {
 	}
 	ahead := strconv.FormatInt(time.Now().Add(10*time.Second).UnixMicro(), 10) // Seq ahead of the Store's now
 	take := []store.Op{{Kind: store.OpTake, Costs: []float64{1}, Within: time.Second}}
-	// opened is a Record whose circuit opened on two processes and is
-	// past its open time, its probe's lease ending probe from now (0: no
-	// probe out).
-	opened := func(probe time.Duration) []byte {
-		at := func(d time.Duration) int64 { return time.Now().Add(d).UnixMicro() }
-		p := int64(0)
-		if probe != 0 {
-			p = at(probe)
-		}
-		return []byte(fmt.Sprintf("r3 5 1 %s 3 1 1 %d %d %d %d", lane("0", ""), at(-3*time.Second), at(-2*time.Second), at(-4*time.Second), p))
-	}
-	takeC := []store.Op{{Kind: store.OpTake, Costs: []float64{1}, Within: time.Second, Circuit: true}}
 	return []edgeCase{
 		{"Seq ahead of now, then a take", enc(ahead, one, "0", "0"), take},
 		{"Seq ahead of now, then a hold", enc(ahead, nil, "0", "0"),
@@ -295,13 +286,6 @@ func edgeCases() []edgeCase {
 			[]store.Op{{Kind: store.OpHold, Lane: store.Requests, For: store.MaxAhead - time.Second}}},
 		{"a take within a second past MaxAhead", enc("5", one, "0", "0"),
 			[]store.Op{{Kind: store.OpTake, Costs: []float64{1}, Within: store.MaxAhead + time.Second}}},
-		{"a circuit opened for 1 ns", enc("5", nil, "0", "0"),
-			[]store.Op{{Kind: store.OpFail, From: 1, Failures: 1, Open: time.Nanosecond, Solo: true}}},
-		{"a circuit opened for 1 µs", enc("5", nil, "0", "0"),
-			[]store.Op{{Kind: store.OpFail, From: 1, Failures: 1, Open: time.Microsecond, Solo: true}}},
-		{"a circuit past its open time, no probe out: a take probes", opened(0), takeC},
-		{"a probe whose lease ended: the next take probes again", opened(-time.Second), takeC},
-		{"a probe whose lease runs: unavailable", opened(10 * time.Second), takeC},
 		{"a take on a lane paced at 1 ns a unit, its next a second ahead", enc("5", []string{waiting("1")}, "0", "0"), take},
 		{"rates rescaled at rescale's bound exactly", enc("5", []string{waiting("1000000")}, "0", "0"),
 			[]store.Op{{Kind: store.OpRates, Lane: store.Requests, Per: 1e6 / 1.05, Rates: "r", Version: 3}}},
@@ -324,4 +308,84 @@ func edgeCases() []edgeCase {
 		{"a byte after the last field", append(enc("5", one, "0", "0"), ' '), nil},
 		{"a field cut short", enc("5", one, "0", "0")[:len(enc("5", one, "0", "0"))-2], nil},
 	}
+}
+
+// circuitEdgeCases are edges' circuits (R25): each side of an open time, a
+// probe's lease, and a row's age.
+func circuitEdgeCases() []edgeCase {
+	at := func(d time.Duration) int64 { return time.Now().Add(d).UnixMicro() }
+	// opened is a Record whose circuit opened on two processes and is
+	// past its open time, its probe's lease ending probe from now (0: no
+	// probe out), its lane held until held from now (0: none).
+	opened := func(probe, held time.Duration) []byte {
+		p, u := int64(0), int64(0)
+		if probe != 0 {
+			p = at(probe)
+		}
+		if held != 0 {
+			u = at(held)
+		}
+		return []byte(fmt.Sprintf("r3 5 1 %d 0 0 0 0 0 0 0 0 0 0 3 0: 3 1 1 %d %d %d %d", u,
+			at(-3*time.Second), at(-2*time.Second), at(-4*time.Second), p))
+	}
+	takeC := []store.Op{{Kind: store.OpTake, Costs: []float64{1}, Within: time.Minute, Circuit: true}}
+	// row is a closed circuit whose row of 2 failures, of process 9, last
+	// failed ago; failOf is a failure of process from.
+	row := func(ago time.Duration) []byte { return []byte(fmt.Sprintf("r3 5 0 2 9 0 %d 0 0 0", at(-ago))) }
+	failOf := func(from uint64) []store.Op {
+		return []store.Op{{Kind: store.OpFail, From: from, Failures: 3, Open: time.Second}}
+	}
+	none := []byte("r3 5 0 0 0 0 0 0 0 0")
+	return []edgeCase{
+		{"a circuit opened for 1 ns", none, []store.Op{{Kind: store.OpFail, From: 1, Failures: 1, Open: time.Nanosecond, Solo: true}}},
+		{"a circuit opened for 1 µs", none, []store.Op{{Kind: store.OpFail, From: 1, Failures: 1, Open: time.Microsecond, Solo: true}}},
+		{"a circuit past its open time, no probe out: a take probes", opened(0, 0), takeC},
+		{"a probe whose lease ended: the next take probes again", opened(-time.Second, 0), takeC},
+		{"a probe whose lease runs: unavailable", opened(10*time.Second, 0), takeC},
+		{"a probe held by its lane: its lease runs from its slot", opened(0, 3*time.Second), takeC},
+		{"a row a second under KeepFor old: a failure of another process opens it", row(store.KeepFor - time.Second), failOf(1)},
+		{"a row KeepFor and a second old starts again", row(store.KeepFor + time.Second), failOf(1)},
+		{"a row that starts is published", none, failOf(1)},
+	}
+}
+
+// spellingCases are edges' words spelt in and out of the encoding's
+// grammar, each in one field of a Record that is Valid as package store
+// reads it: the Store must read each the same, as junk or as the same
+// value (a Lua tonumber reads hex, skips spaces, and takes no '+'; Go's
+// strconv takes a '+', "inf" and underscores).
+func spellingCases() []edgeCase {
+	ahead := strconv.FormatInt(time.Now().Add(10*time.Second).UnixMicro(), 10)
+	// base is a Record of one lane paced at 16 ns a unit, its circuit's
+	// row two failures long, word by word: r3 Seq N, the lane's Until ...
+	// Version len:Rates, then Failures From Many Last Open Since Probe.
+	base := strings.Fields("r3 5 1 0 0 0 0 0 0 0 16 0 0 0 3 1:r 2 9 0 0 0 0 0")
+	floats := []string{"0x10", "0X10", "0x1p-2", "+16", "16.", ".5", "016", "00.5", "1e5", "1E+05", "1e+05",
+		"1e+5", "1.5e-07", "1e-400", "1e+400", "-0", "0.0", "inf", "Inf", "+Inf", "-Inf", "nan", "NaN", "infinity",
+		"1_6", "\t16", "16\t", "16\n", "16\r", "\v16", " 16", "1e", "1e+", "e5", "-", "--1", "1.0000000000000001e-05"}
+	var cases []edgeCase
+	for _, f := range []struct {
+		name  string
+		at    int // the field's place in base
+		words []string
+	}{
+		{"Seq", 1, []string{"+5", "05", "-0", "0x5", "5.0", "5e+00", "5\t", "18446744073709551615"}},
+		{"lanes", 2, []string{"+1", "01", "-0", "0x1", "1.0", "1e+00", "\t1"}},
+		{"Until", 3, []string{"+" + ahead, "0" + ahead, ahead, ahead + ".0"}},
+		{"Refuse", 4, []string{"+1", "01", "1.0"}},
+		{"Per", 10, floats},
+		{"Burst", 11, []string{"0x10", "+16", "016", "1e+05", "inf", "16\n"}},
+		{"Scaled", 12, []string{"0x10", "+16", "1e5", "nan", "-0"}},
+		{"Version", 14, []string{"+3", "03", "-0", "3.0", "0x3"}},
+		{"Rates", 15, []string{"+1:r", "01:r", "0x1:r", "-0:", "0:", "1.0:r"}},
+		{"Failures", 16, []string{"+2", "02", "-0", "2.0", "0x2"}},
+		{"From", 17, []string{"+9", "09", "-0", "0x9", "18446744073709551615", "18446744073709551616", "99999999999999999999"}},
+	} {
+		for _, w := range f.words {
+			words := slices.Clone(base)
+			words[f.at] = w
+			cases = append(cases, edgeCase{name: f.name + " spelt " + strconv.Quote(w), b: []byte(strings.Join(words, " "))})
+		}
+	}
+	return cases
 }
