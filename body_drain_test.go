@@ -11,7 +11,6 @@ import (
 	"testing/synctest"
 	"time"
 
-	"github.com/retryhttp/retryhttp/retryhttptest"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -78,7 +77,7 @@ func TestBodyDrainLimitKeepsConnection(t *testing.T) {
 			// network, so the rows do not depend on how busy the machine is.
 			synctest.Test(t, func(t *testing.T) {
 				base := &faultCounting{base: &http.Transport{MaxIdleConnsPerHost: 64, DisableCompression: true}}
-				tr := New(base, WithClock(retryhttptest.NewClock()), WithBackoff(noJitter))
+				tr := New(base, WithClock(newClock()), WithBackoff(noJitter))
 				defer tr.CloseIdleConnections() // the bubble ends when its connections do
 				resp, err := tr.RoundTrip(newRequest(t, context.Background(), http.MethodGet, srv.URL, nil))
 				require.NoError(t, err)

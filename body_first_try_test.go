@@ -13,7 +13,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/retryhttp/retryhttp/retryhttptest"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -261,7 +260,7 @@ func testFirstTryEnded(t *testing.T, run firstTryRun) {
 	ttNoLeak(t)
 	h2, tc := run.h2, run.tc
 	srv := newStallServer(t, h2, tc, run.enc)
-	opts := []Option{WithClock(retryhttptest.NewClock()), WithBackoff(noJitter), WithMaxRetries(tc.maxRetries)}
+	opts := []Option{WithClock(newClock()), WithBackoff(noJitter), WithMaxRetries(tc.maxRetries)}
 	if run.tryTimeout {
 		opts = append(opts, WithTryTimeout(time.Minute)) // on the kit's clock: it never runs out here
 	}

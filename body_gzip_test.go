@@ -15,7 +15,6 @@ import (
 	"testing/synctest"
 	"time"
 
-	"github.com/retryhttp/retryhttp/retryhttptest"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -141,7 +140,7 @@ func TestBodyGzipErrorBody(t *testing.T) {
 				// Compression on: the caller's Accept-Encoding turns it off.
 				base := &http.Transport{}
 				defer base.CloseIdleConnections() // the bubble ends when its connections do
-				clk := retryhttptest.NewClock()
+				clk := newClock()
 				tr := New(base, WithClock(clk), WithBackoff(noJitter), WithMaxRetries(tc.maxRetries))
 				ctx := context.Background()
 				if tc.budget {

@@ -9,7 +9,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/retryhttp/retryhttp/retryhttptest"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -131,7 +130,7 @@ func probeBase(c probeCase, body func(ctx context.Context) *probeBody) (http.Rou
 // response handed back, if any, for the caller's part.
 func runProbe(t *testing.T, c probeCase, base http.RoundTripper) *http.Response {
 	t.Helper()
-	opts := []Option{WithClock(retryhttptest.NewClock()), WithBackoff(noJitter), WithMaxRetries(c.maxRetries)}
+	opts := []Option{WithClock(newClock()), WithBackoff(noJitter), WithMaxRetries(c.maxRetries)}
 	if c.tryTimeout {
 		opts = append(opts, WithTryTimeout(2*time.Second)) // never reached: the kit's Clock moves only by the waits
 	}

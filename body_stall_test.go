@@ -143,7 +143,7 @@ func TestBodyStalledAbandoned(t *testing.T) {
 						waitReadsEnded(t)
 					})
 					seen := &responses{base: base}
-					tr := New(seen, WithClock(retryhttptest.NewClock()), WithBackoff(noJitter))
+					tr := New(seen, WithClock(retryhttptest.NewClock()), WithBackoff(noJitter)) // at the real time: a real deadline
 					ctx, cancel := context.WithTimeout(WithBudget(context.Background(), NewBudget(PublicTierMaxWait)), 3*time.Second)
 					defer cancel()
 

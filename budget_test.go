@@ -125,7 +125,7 @@ func TestWaitMustFit(t *testing.T) {
 }
 
 func checkWaitMustFit(t *testing.T, tt waitMustFitTest) {
-	clk := retryhttptest.NewClock()
+	clk := newClock()
 	var budget *Budget
 	switch {
 	case tt.budget > 0:
@@ -278,7 +278,7 @@ func TestBudgetSharedByConcurrentCalls(t *testing.T) {
 		waits  int
 	)
 	always503 := retryhttptest.NewScript(reply(503))
-	tr := New(always503, WithClock(retryhttptest.NewClock()), WithMaxRetries(10), WithBackoff(Backoff{Base: 400 * time.Millisecond}),
+	tr := New(always503, WithClock(newClock()), WithMaxRetries(10), WithBackoff(Backoff{Base: 400 * time.Millisecond}),
 		WithObserver(func(_ context.Context, a Attempt) {
 			if a.Outcome == Retrying {
 				mu.Lock()

@@ -1,6 +1,7 @@
 package retryhttp
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"io"
@@ -27,7 +28,9 @@ type call struct {
 	number     uint64          // Attempt.Call; 0 without an Observer
 	first      tried           // the first try, when RoundTrip already made it (hasFirst)
 	hasFirst   bool
-	p          progress          // what an *Error reports
+	p          progress       // what an *Error reports
+	last       *http.Response // the last try's response, drained whole, while a retry may be refused (R25)
+	lastBody   []byte
 	redacted   string            // scheme://host/path for the Observer, made once
 	r          round             // the try under way
 	cost       [numLanes]float64 // what the call costs on each lane of a Cooldown (R23), when hasCosts
@@ -73,6 +76,9 @@ func (c *call) run() (*http.Response, error) {
 	for try := 1; ; try++ {
 		c.r = round{try: try}
 		if err := c.hold(); err != nil {
+			if err == errHandBack {
+				return c.handBack(), nil
+			}
 			return nil, err
 		}
 		c.r.resp, c.r.err = c.try()
@@ -258,7 +264,7 @@ func (c *call) stop() (*http.Response, error) {
 		}
 		return nil, c.p.fail(Done, r.safeErr)
 	}
-	logGiveUpAfter(c.cfg, c.req, r.d.outcome, r.try, c.p.waited, r.status, askOf(r.hasAsk, r.inBody), r.safeErr)
+	logGiveUpAfter(c.cfg, c.req, c.logKey(), r.d.outcome, r.try, c.p.waited, r.status, askOf(r.hasAsk, r.inBody), r.safeErr)
 	if r.d.rateLimited {
 		if r.resp != nil {
 			discard(c.ctx, r.resp, bodyTimeout, c.sentTry()) // no wait follows (R10)
@@ -281,12 +287,19 @@ func (c *call) stop() (*http.Response, error) {
 // ends first ends the call, and the Budget gets back what was not waited.
 func (c *call) wait() error {
 	r := &c.r
-	logRetry(c.cfg.logger, c.req, r.try, c.cfg.maxRetries, r.status, r.d.wait, r.d.from, askOf(r.hasAsk, r.inBody), r.safeErr)
+	logRetry(c.cfg.logger, c.req, c.logKey(), r.try, c.cfg.maxRetries, r.status, r.d.wait, r.d.from, askOf(r.hasAsk, r.inBody), r.safeErr)
 	var unused time.Duration
 	ok := true
+	c.last, c.lastBody = nil, nil
 	if r.resp != nil {
 		clk := c.cfg.clock
-		discard(c.ctx, r.resp, min(max(r.d.wait-clk.Since(r.now), reuseGrace), bodyTimeout), c.sentTry())
+		// With a circuit, the retry may yet be refused (R25), and then this
+		// response is handed back: its bytes are kept, when they come whole.
+		keep := c.cfg.cooldown != nil && c.cfg.cooldown.circuit != nil
+		whole := drain(c.ctx, r.resp, min(max(r.d.wait-clk.Since(r.now), reuseGrace), bodyTimeout), c.sentTry(), keep)
+		if whole != nil {
+			c.last, c.lastBody = r.resp, whole
+		}
 		spent := min(clk.Since(r.now), r.d.wait)
 		if c.ctx.Err() != nil {
 			unused, ok = max(r.d.wait-spent, 0), false
@@ -302,11 +315,23 @@ func (c *call) wait() error {
 		}
 		c.p.waited += r.d.wait - unused
 		closeBody(r.body)
-		logGiveUpAfter(c.cfg, c.req, Canceled, r.try, c.p.waited, r.status, askOf(r.hasAsk, r.inBody), c.ctx.Err())
+		logGiveUpAfter(c.cfg, c.req, c.logKey(), Canceled, r.try, c.p.waited, r.status, askOf(r.hasAsk, r.inBody), c.ctx.Err())
 		return c.p.fail(Canceled, c.ctx.Err())
 	}
 	c.p.waited += r.d.wait
 	return nil
+}
+
+// errHandBack is what hold returns when a retry the circuit refuses ends
+// the call with its last response (unavailable).
+var errHandBack = errors.New("retryhttp: hand back the last response")
+
+// handBack returns the last try's response, its body the bytes drained
+// from it, as when the call's retries run out (R25).
+func (c *call) handBack() *http.Response {
+	resp := c.last
+	resp.Body = io.NopCloser(bytes.NewReader(c.lastBody))
+	return resp
 }
 
 // rewind makes the next try's request: every retry is a clone with a fresh

@@ -57,9 +57,11 @@ func WithCircuit(c Circuit) CooldownOption {
 	return func(cfg *cooldownConfig) { cfg.circuit = &c }
 }
 
-// Down reports whether key's circuit is open, or waits for its probe's
-// answer, as far as this process knows now (R25). It is false without
-// WithCircuit.
+// Down reports whether key's circuit refuses a call now, as far as this
+// process knows (R25): it is open, or waits for its probe's answer. Once
+// Open has passed with no probe out it is false: the next call is the
+// probe (an app that routes by Down comes back to its provider). It is
+// false without WithCircuit.
 func (c *Cooldown) Down(key string) bool {
 	if c == nil || c.circuit == nil {
 		return false
@@ -68,31 +70,105 @@ func (c *Cooldown) Down(key string) bool {
 	if e == nil {
 		return false
 	}
+	now := c.now()
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	return e.st.Circuit.IsOpen() || e.row.Circuit.IsOpen()
+	return e.refuses(now)
 }
 
-// admit reports, before a send of e's key at now, whether the circuit
-// refuses it on what the process knows (no round trip: the fleet's circuit
-// as last heard, open or with its probe out, or the process's own row), and
-// whether the send is the probe of the process's own row. Past the fleet's
-// Open time the Store's take decides (its probe). e.mu is held.
-func (e *watchedKey) admit(now time.Time, shared bool) (refuse, ownProbe bool) {
-	if c := &e.st.Circuit; c.IsOpen() {
-		return refusing(c, now), false
+// What the process sees of a send before any round trip (seeBefore).
+type seen uint8
+
+const (
+	seenTake     seen = iota // the send takes its slot (the Store's, or the process's own state's)
+	seenOwnProbe             // it takes its slot as the probe of the process's own row (R25)
+	seenFree                 // nothing it counts against is held or paced, and no probe is due: it goes with no take
+	seenDown                 // the circuit refuses it
+	seenHeld                 // a hold refuses it, or does not fit: the wait is what is left of it
+)
+
+// seeBefore says, before a send of e's key at now, what the process knows
+// of it with no round trip (R24: a call refused on what the process knows
+// costs the Store nothing; a key with nothing to hold or pace costs no
+// take). A circuit refuses it while it is open (the fleet's as last heard,
+// or the process's own row) or while this process's own probe is out;
+// past the fleet's Open the Store's take decides (its probe). A hold of a
+// lane it counts against refuses it when refusing, or when it is not
+// shorter than within. With a Store, what it heard decides only while it
+// is fresh (heard within freshFor, on a clock that has not stepped back
+// since): else the Store's take does (a process whose clock stepped back
+// an hour read a 15 s hold as an hour's). e.mu is held.
+func (e *watchedKey) seeBefore(now time.Time, costs *[numLanes]float64, within time.Duration, circuit, shared bool) (seen, time.Duration) {
+	if circuit && e.probes > 0 {
+		return seenDown, 0 // this process's probe is out: it waits for its answer
 	}
-	if shared && e.row.Circuit.IsOpen() {
-		res := store.Apply(&e.row, now, []store.Op{{Kind: store.OpTake, Circuit: true}})
-		return res.Unavailable, res.Probe
+	if shared && !e.fresh(now) {
+		return seenTake, 0
 	}
-	return false, false
+	own := false
+	if circuit {
+		switch c := &e.st.Circuit; {
+		case c.IsOpen():
+			if refusing(c, now) {
+				return seenDown, 0
+			}
+		case shared && e.row.Circuit.IsOpen():
+			res := store.Apply(&e.row, now, []store.Op{{Kind: store.OpTake, Circuit: true}})
+			if res.Unavailable {
+				return seenDown, 0
+			}
+			own = res.Probe
+		}
+	}
+	free := len(e.pending) == 0 && !e.st.Circuit.IsOpen() && !own
+	for l := range numLanes {
+		if costs[l] <= 0 {
+			continue
+		}
+		s := e.st.Lane(l)
+		if w := s.Until.Sub(now); w > 0 {
+			if s.Refuse || w >= within {
+				return seenHeld, w
+			}
+			free = false
+		}
+		free = free && s.Per <= 0
+	}
+	switch {
+	case own:
+		return seenOwnProbe, 0
+	case free:
+		return seenFree, 0
+	}
+	return seenTake, 0
+}
+
+// freshFor is how long what a process heard of a key from its Store is
+// its word for the calls it refuses with no round trip (R24: a process
+// hears within a second in any case).
+const freshFor = time.Second
+
+// fresh reports whether e's state, as the Store last said it, is fresh
+// at now. e.mu is held.
+func (e *watchedKey) fresh(now time.Time) bool {
+	age := now.Sub(e.synced)
+	return age >= 0 && age < freshFor
+}
+
+// refusesNow reports whether a send of e's key at now would be refused on
+// what the process knows (refuses).
+func (e *watchedKey) refusesNow(now time.Time) bool {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.refuses(now)
 }
 
 // refuses reports whether a send of e's key at now would be refused on
-// what the process knows: a circuit open, or its probe out. e.mu is held.
+// what the process knows: a circuit open, its probe out, or this
+// process's own probe out (a probe's answer may take longer than its
+// lease: the process knows it is still out). e.mu is held.
 func (e *watchedKey) refuses(now time.Time) bool {
-	return refusing(&e.st.Circuit, now) || refusing(&e.row.Circuit, now)
+	return e.probes > 0 || refusing(&e.st.Circuit, now) || refusing(&e.row.Circuit, now)
 }
 
 // refusing reports whether c refuses a send at now: open, before its Open
@@ -117,6 +193,9 @@ func (c *Cooldown) circuitHeard(ctx context.Context, e *watchedKey, now time.Tim
 	shared := c.store != nil
 	var op store.Op
 	e.mu.Lock()
+	if (probe || ownProbe) && e.probes > 0 {
+		e.probes-- // the probe's answer, or its end: this process's probe is back
+	}
 	switch {
 	case fail:
 		op = c.failOp(probe, !shared)
@@ -164,6 +243,7 @@ func (c *Cooldown) noteCircuit(e *watchedKey, now time.Time) {
 	e.logged = down
 	l := c.logger()
 	if down {
+		e.wakeAll() // the sends waiting for a slot see it open, and are refused
 		cc := e.st.Circuit
 		if !cc.IsOpen() {
 			cc = e.row.Circuit
@@ -185,13 +265,22 @@ const (
 	msgCircuitClosed = "llm provider back — circuit closed"
 )
 
-// logKey is key as a log may hold it: the default key (scheme://host) as it
-// is, one the caller's key function made (which may hold an API key) as the
-// first 8 bytes of its SHA-256, in hex.
+// logKey is key as a log may hold it: a key the library made (the default
+// scheme://host, KeyByModel's scheme://host/model) as it is: it holds no
+// secret, and an operator must tell which model a line is about; one the
+// caller's key function made (which may hold an API key) as the first 8
+// bytes of its SHA-256, in hex.
 func (c *Cooldown) logKey(key string) string {
-	if c.key == nil {
+	if c.key == nil || c.byModel {
 		return key
 	}
 	sum := sha256.Sum256([]byte(key))
 	return "sha256:" + hex.EncodeToString(sum[:8])
+}
+
+// probeOut counts a probe of e's key this process sent (seeBefore).
+func (e *watchedKey) probeOut() {
+	e.mu.Lock()
+	e.probes++
+	e.mu.Unlock()
 }

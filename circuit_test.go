@@ -3,12 +3,18 @@ package retryhttp
 import (
 	"context"
 	"errors"
+	"fmt"
+	"io"
 	"net/http"
+	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"testing"
+	"testing/synctest"
 	"time"
 
+	"github.com/retryhttp/retryhttp/internal/pace"
 	"github.com/retryhttp/retryhttp/retryhttptest"
 	"github.com/retryhttp/retryhttp/store"
 	"github.com/stretchr/testify/assert"
@@ -34,7 +40,7 @@ type circuitRig struct {
 }
 
 func newCircuitRig(replies []retryhttptest.Reply, opts ...Option) circuitRig {
-	clk := retryhttptest.NewClock()
+	clk := newClock()
 	script := retryhttptest.NewScript(replies...).WithClock(clk)
 	cd := NewCooldown(nil, WithCircuit(Circuit{Failures: 3, Open: time.Second}))
 	opts = append([]Option{WithClock(clk), WithCooldown(cd), WithBackoff(noJitter)}, opts...)
@@ -175,7 +181,7 @@ func TestCircuitProbe(t *testing.T) {
 // a hash of it.
 func TestCircuitLogs(t *testing.T) {
 	log, logs := logSink()
-	clk := retryhttptest.NewClock()
+	clk := newClock()
 	script := retryhttptest.NewScript(down503, down503, down503, ok200).WithClock(clk)
 	cd := NewCooldown(func(*http.Request) string { return "tenant-sk-secret" }, WithCircuit(Circuit{Failures: 3}))
 	tr := New(script, WithClock(clk), WithCooldown(cd), WithMaxRetries(0), WithLogger(log))
@@ -221,7 +227,7 @@ func TestCircuitObserved(t *testing.T) {
 // TestWithoutCircuit: without WithCircuit, a down provider is retried as
 // R2 to R9 say, whatever the Cooldown.
 func TestWithoutCircuit(t *testing.T) {
-	clk := retryhttptest.NewClock()
+	clk := newClock()
 	script := retryhttptest.NewScript(down503).WithClock(clk)
 	cd := NewCooldown(nil)
 	tr := New(script, WithClock(clk), WithCooldown(cd), WithMaxRetries(2))
@@ -283,7 +289,7 @@ func TestWithCircuitDefaults(t *testing.T) {
 // BenchmarkRefused is a call refused by an open circuit (R25): it sends
 // nothing and sleeps nothing.
 func BenchmarkRefused(b *testing.B) {
-	clk := retryhttptest.NewClock()
+	clk := newClock()
 	script := retryhttptest.NewScript(down503, down503, down503).WithClock(clk)
 	cd := NewCooldown(nil, WithCircuit(Circuit{Failures: 3, Open: time.Hour}))
 	b.Cleanup(func() { _ = cd.Close() })
@@ -302,5 +308,233 @@ func BenchmarkRefused(b *testing.B) {
 		if _, err := tr.RoundTrip(req); !errors.Is(err, ErrUnavailable) {
 			b.Fatalf("RoundTrip: %v, want ErrUnavailable", err)
 		}
+	}
+}
+
+// TestCircuitDownComesBack: Down says whether a call would be refused now:
+// once Open has passed with no probe out it is false (an app that routes
+// by Down probes, and comes back to its provider), and the next call is
+// the probe.
+func TestCircuitDownComesBack(t *testing.T) {
+	r := newCircuitRig([]retryhttptest.Reply{down503, down503, down503, ok200}, WithMaxRetries(0))
+	for range 3 {
+		_, _ = r.do(context.Background())
+	}
+	require.True(t, r.cd.Down(origin))
+	r.clk.Add(time.Second - time.Nanosecond)
+	assert.True(t, r.cd.Down(origin), "a nanosecond before Open has passed")
+	r.clk.Add(time.Hour)
+	assert.False(t, r.cd.Down(origin), "an hour after, no probe out: down no more")
+	_, err := r.do(context.Background())
+	require.NoError(t, err, "the probe")
+	assert.False(t, r.cd.Down(origin))
+}
+
+// TestCircuitKeysGo: keys whose circuit opened go once their Open has
+// passed, as other quiet keys do: after 4,096 of them (a circuit per
+// model, per tenant), a new key is still watched, and its Retry-After: 20
+// holds.
+func TestCircuitKeysGo(t *testing.T) {
+	clk := newClock()
+	cd := NewCooldown(nil, WithCircuit(Circuit{Failures: 1, Open: time.Second}))
+	script := retryhttptest.NewScript(down503).WithClock(clk)
+	tr := New(script, WithClock(clk), WithCooldown(cd), WithMaxRetries(0))
+	for i := range maxCoolingKeys {
+		resp, err := tr.RoundTrip(newRequest(t, context.Background(), http.MethodGet, fmt.Sprintf("https://h%d.example.com/", i), nil))
+		require.NoError(t, err)
+		resp.Body.Close()
+	}
+	require.Equal(t, maxCoolingKeys, cd.size())
+	clk.Add(time.Second + pace.IdleAfter)
+	const late = "https://late.example.com"
+	held := New(retryhttptest.NewScript(reply(429, "Retry-After", "20")).WithClock(clk), WithClock(clk), WithCooldown(cd), WithMaxRetries(0))
+	resp, err := held.RoundTrip(newRequest(t, context.Background(), http.MethodGet, late+"/", nil))
+	require.NoError(t, err)
+	resp.Body.Close()
+	assert.Equal(t, clk.Now().Add(20*time.Second), cd.Until(late), "the new key holds")
+}
+
+// TestCircuitRefusesTheSendsWaiting: calls already waiting for their paced
+// slots when the circuit opens are refused at once, not sent to a
+// provider known to be down: three failures, then nothing.
+func TestCircuitRefusesTheSendsWaiting(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var sent atomic.Int32
+		base := roundTripperFunc(func(*http.Request) (*http.Response, error) {
+			sent.Add(1)
+			return respond(503, ""), nil
+		})
+		cd := NewCooldown(nil, WithCircuit(Circuit{Failures: 3, Open: time.Minute}))
+		tr := New(base, WithCooldown(cd), WithMaxRetries(0))
+		paceAt(cd, time.Now(), 100*time.Millisecond)
+		start := time.Now()
+		var refused atomic.Int32
+		var wg sync.WaitGroup
+		for range 10 {
+			wg.Go(func() {
+				resp, err := tr.RoundTrip(getReq(context.Background()))
+				if err == nil {
+					resp.Body.Close()
+				} else if errors.Is(err, ErrUnavailable) {
+					refused.Add(1)
+				}
+			})
+		}
+		wg.Wait()
+		assert.Equal(t, int32(3), sent.Load(), "three sends: the third failure opened it")
+		assert.Equal(t, int32(7), refused.Load())
+		assert.Less(t, time.Since(start), 300*time.Millisecond, "refused as it opened, not at their slots")
+	})
+}
+
+// TestCircuitOwnProbeOut: a process knows its own probe is out, however
+// long its answer takes (an LLM's may take longer than the probe's lease):
+// no second probe goes from it.
+func TestCircuitOwnProbeOut(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var sent atomic.Int32
+		base := roundTripperFunc(func(*http.Request) (*http.Response, error) {
+			if sent.Add(1) == 1 {
+				return respond(503, ""), nil
+			}
+			time.Sleep(40 * time.Second) // the probe's answer: 40 s
+			return respond(200, ""), nil
+		})
+		cd := NewCooldown(nil, WithCircuit(Circuit{Failures: 1, Open: time.Second}))
+		tr := New(base, WithCooldown(cd), WithMaxRetries(0))
+		resp, _ := tr.RoundTrip(getReq(context.Background()))
+		resp.Body.Close()
+		time.Sleep(time.Second)
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			resp, err := tr.RoundTrip(getReq(context.Background()))
+			if assert.NoError(t, err, "the probe") {
+				resp.Body.Close()
+			}
+		}()
+		time.Sleep(35 * time.Second) // past the lease, the probe still out
+		_, err := tr.RoundTrip(getReq(context.Background()))
+		assert.ErrorIs(t, err, ErrUnavailable, "refused: the process's probe is out")
+		<-done
+		assert.Equal(t, int32(2), sent.Load())
+		resp, err = tr.RoundTrip(getReq(context.Background()))
+		require.NoError(t, err, "answered: closed")
+		resp.Body.Close()
+	})
+}
+
+// TestCircuitRefusedRetry: a retry refused by a circuit that opened during
+// its wait ends as when its retries run out: its last 503 handed back
+// whole, and the give-up entry written (R14).
+func TestCircuitRefusedRetry(t *testing.T) {
+	clk := newClock()
+	log, logs := logSink()
+	cd := NewCooldown(nil, WithCircuit(Circuit{Failures: 2, Open: time.Minute}))
+	script := retryhttptest.NewScript(reply(503)).WithClock(clk)
+	tr := New(script, WithClock(clk), WithCooldown(cd), WithBackoff(noJitter), WithLogger(log))
+	other := New(script, WithClock(clk), WithCooldown(cd), WithMaxRetries(0))
+	clk.AfterFunc(100*time.Millisecond, func() { // another call fails during the first one's wait: open
+		resp, err := other.RoundTrip(getReq(context.Background()))
+		if err == nil {
+			resp.Body.Close()
+		}
+	})
+	resp, err := tr.RoundTrip(getReq(context.Background()))
+	require.NoError(t, err, "handed back, as when the retries run out")
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	assert.Equal(t, 503, resp.StatusCode)
+	assert.Equal(t, http.StatusText(503), string(body), "whole")
+	assert.Equal(t, 2, script.Len(), "the retry was not sent")
+	gaveUp := logs.FilterMessage(msgGivingUp).All()
+	require.Len(t, gaveUp, 1)
+	assert.Equal(t, "unavailable", gaveUp[0].ContextMap()["reason"])
+}
+
+// TestCircuitLogsTheModel: a key the library made (KeyByModel: origin and
+// model) is logged as it is, on the circuit's lines and on the retry's and
+// the hold's; one the caller's key function made, as a hash of it.
+func TestCircuitLogsTheModel(t *testing.T) {
+	body := []byte(`{"model":"gpt-4o","messages":[]}`)
+	for _, tc := range []struct {
+		name string
+		key  func(*http.Request) string
+		want func(string) bool
+	}{
+		{"KeyByModel", KeyByModel, func(k string) bool { return k == "https://api.example.com/gpt-4o" }},
+		{"a caller's key function", func(r *http.Request) string { return "tenant-sk-123" },
+			func(k string) bool { return strings.HasPrefix(k, "sha256:") && !strings.Contains(k, "sk-123") }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			clk := newClock()
+			log, logs := logSink()
+			cd := NewCooldown(tc.key, WithCircuit(Circuit{Failures: 2, Open: time.Minute}))
+			script := retryhttptest.NewScript(reply(429, "Retry-After", "1"), reply(503), reply(503)).WithClock(clk)
+			tr := New(script, WithClock(clk), WithCooldown(cd), WithBackoff(noJitter), WithLogger(log))
+			resp, err := tr.RoundTrip(newRequest(t, context.Background(), http.MethodPost, origin+"/v1/chat/completions", body))
+			if err == nil {
+				resp.Body.Close()
+			}
+			for _, msg := range []string{msgRetrying, msgCircuitOpen} {
+				entries := logs.FilterMessage(msg).All()
+				require.NotEmpty(t, entries, msg)
+				for _, e := range entries {
+					k, _ := e.ContextMap()["key"].(string)
+					assert.True(t, tc.want(k), "%s: key %q", msg, k)
+				}
+			}
+		})
+	}
+}
+
+// countingStore counts the Applies that reach a Store.
+type countingStore struct {
+	store.Store
+	applies atomic.Int64
+}
+
+func (s *countingStore) Apply(ctx context.Context, key string, ops []store.Op) (store.State, error) {
+	s.applies.Add(1)
+	return s.Store.Apply(ctx, key, ops)
+}
+
+// TestRefusedCallsCostNoRoundTrip: while the process knows a key is held
+// past what a call can wait, or its circuit open, a call refused on that
+// knowledge costs its Store nothing (a fail-fast loop against a held model
+// made one round trip a call).
+func TestRefusedCallsCostNoRoundTrip(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		reply retryhttptest.Reply
+		want  error
+	}{
+		{"held", reply(429, "Retry-After", "60"), ErrRateLimited},
+		{"open", reply(503), ErrUnavailable},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			clk := newClock()
+			cs := &countingStore{Store: store.NewLocal(clk.Now)}
+			cd := NewCooldown(nil, WithStore(cs), WithCircuit(Circuit{Failures: 1, Open: time.Minute}))
+			cd.id = 1
+			other := NewCooldown(nil, WithStore(cs), WithCircuit(Circuit{Failures: 1, Open: time.Minute}))
+			other.id = 2
+			for _, c := range []*Cooldown{other, cd} { // two processes: the fleet's circuit opens
+				tr := New(retryhttptest.NewScript(tc.reply).WithClock(clk), WithClock(clk), WithCooldown(c), WithMaxRetries(0))
+				resp, err := tr.RoundTrip(getReq(context.Background()))
+				if err == nil {
+					resp.Body.Close()
+				}
+			}
+			script := retryhttptest.NewScript(ok200).WithClock(clk)
+			tr := New(script, WithClock(clk), WithCooldown(cd))
+			before := cs.applies.Load()
+			for range 1000 {
+				_, err := tr.RoundTrip(getReq(WithBudget(context.Background(), NewBudget(PublicTierMaxWait))))
+				require.ErrorIs(t, err, tc.want)
+			}
+			assert.Zero(t, cs.applies.Load()-before, "no round trip for a refused call")
+			assert.Zero(t, script.Len())
+		})
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"maps"
 	"math/rand/v2"
 	"net/http"
+	"reflect"
 	"runtime"
 	"sync"
 	"sync/atomic"
@@ -12,6 +13,7 @@ import (
 	"weak"
 
 	"github.com/benbjohnson/clock"
+	"github.com/retryhttp/retryhttp/internal/anchor"
 	"github.com/retryhttp/retryhttp/internal/pace"
 	"github.com/retryhttp/retryhttp/store"
 	"go.uber.org/zap"
@@ -79,19 +81,26 @@ type Cooldown struct {
 	// calling it (keys.go): a call's body is read only for a host that has
 	// a watched key.
 	byModel bool
-	clock   atomic.Pointer[clock.Clock] // bound by the first Transport (New)
+	// clock is the first Transport's (New; time.Now until then), anchored
+	// where a Record can hold its instants (internal/anchor: clock.NewMock
+	// starts at the Unix epoch): every time the Cooldown keeps is on it.
+	clock atomic.Pointer[anchor.Clock]
+	bound atomic.Bool
 
 	// store is WithStore's, shared with other processes (R24); nil keeps
 	// every key's state in its entry, in the process. stop ends its Listen.
 	store store.Store
 	stop  func()
-	// circuit is WithCircuit's (R25); nil is none. id names
-	// this process's failures in a shared Store's rows (store.Op.From).
+	// circuit is WithCircuit's (R25); nil is none. id names this
+	// process's failures in a shared Store's rows (store.Op.From):
+	// processOf.
 	circuit *Circuit
 	id      uint64
 	log     atomic.Pointer[zap.Logger] // the first Transport's, bound with the clock
-	// storeFailing: the Store's last Apply failed, as last logged (noteStore).
-	storeFailing atomic.Bool
+	// storeFailing: the Store is failing, as last logged (noteStore);
+	// storeFailedAt is when an Apply last failed, in ns on the clock.
+	storeFailing  atomic.Bool
+	storeFailedAt atomic.Int64
 
 	// watched is the set of keys, copied on write: a call reads it with one
 	// atomic load and no lock (R16), and it changes only when a key is
@@ -150,6 +159,14 @@ type watchedKey struct {
 	row    store.Record
 	logged bool
 	since  time.Time
+	// synced is when the Store last said the key's state (a reply or a
+	// push), on the Cooldown's clock: a call refused on what the process
+	// knows costs no round trip while that is fresh (seeBefore).
+	synced time.Time
+	// probes is how many of this process's probes of the key are out
+	// (R25): until they answer, its other calls are refused, whatever the
+	// probe's lease.
+	probes int
 }
 
 // ownHold is a hold a process armed on an answer it got itself: until is
@@ -207,7 +224,8 @@ func NewCooldown(key func(*http.Request) string, opts ...CooldownOption) *Cooldo
 			opt(&cfg)
 		}
 	}
-	c := &Cooldown{key: key, byModel: isKeyByModel(key), store: cfg.store, circuit: cfg.circuit, id: rand.Uint64()}
+	c := &Cooldown{key: key, byModel: isKeyByModel(key), store: cfg.store, circuit: cfg.circuit, id: processOf(cfg.store)}
+	c.clock.Store(anchor.New(time.Now))
 	if c.store == nil {
 		return c
 	}
@@ -222,6 +240,27 @@ func NewCooldown(key func(*http.Request) string, opts ...CooldownOption) *Cooldo
 	})
 	runtime.AddCleanup(c, func(stop func()) { stop() }, c.stop)
 	return c
+}
+
+// processID names this process in a fleet's circuit rows.
+var processID = rand.Uint64()
+
+// processOf is what names a Cooldown's failures in the fleet's row of a
+// circuit (R25), whose quorum is two processes: this process, given s.
+// Cooldowns of one process given one Store count once (two Cooldowns of
+// one process whose network fails are one process failing). A Store made
+// apart (a pointer of its own: retryredis.NewStore per replica in a
+// benchmark of a fleet in one process) is a process apart, and every
+// Cooldown given a store.Local is one: a Local is one process's, and the
+// Cooldowns sharing it are a test's replicas (retryhttptest/fleet).
+func processOf(s store.Store) uint64 {
+	if _, ok := s.(*store.Local); ok || s == nil {
+		return rand.Uint64()
+	}
+	if v := reflect.ValueOf(s); v.Kind() == reflect.Pointer {
+		return processID ^ uint64(v.Pointer())*0x9e3779b97f4a7c15
+	}
+	return processID
 }
 
 // Close stops the Cooldown's listening to its Store (WithStore): other
@@ -263,7 +302,7 @@ func (c *Cooldown) Until(key string) time.Time {
 			u = later(u, until)
 		}
 	}
-	return u
+	return c.clock.Load().Off(u)
 }
 
 // Reset forgets every key: what the Cooldown heard, held and paced. A table
@@ -290,7 +329,8 @@ func (c *Cooldown) Reset() {
 // it: a circuit's openings and closings, and a Store failing, are written
 // to that logger (R25).
 func (c *Cooldown) bind(clk clock.Clock, log *zap.Logger) {
-	if c.clock.CompareAndSwap(nil, &clk) {
+	if c.bound.CompareAndSwap(false, true) {
+		c.clock.Store(anchor.New(clk.Now))
 		c.log.Store(log)
 	}
 }
@@ -303,12 +343,8 @@ func (c *Cooldown) logger() *zap.Logger {
 	return zap.NewNop()
 }
 
-func (c *Cooldown) now() time.Time {
-	if clk := c.clock.Load(); clk != nil {
-		return (*clk).Now()
-	}
-	return time.Now()
-}
+// now is the Cooldown's clock, anchored: every time it keeps is on it.
+func (c *Cooldown) now() time.Time { return c.clock.Load().Now() }
 
 // entry returns key's entry, nil when it is not watched.
 func (c *Cooldown) entry(key string) *watchedKey {
@@ -357,7 +393,8 @@ func (c *Cooldown) live(m map[string]*watchedKey, now time.Time) map[string]*wat
 	out := make(map[string]*watchedKey, len(m))
 	for k, e := range m {
 		e.mu.Lock()
-		idle := len(e.pending) == 0 && isIdle(&e.st.Record, now) && isIdle(&e.row, now) && now.Sub(e.armedAt) >= pace.IdleAfter
+		idle := len(e.pending) == 0 && e.probes == 0 && isIdle(&e.st.Record, now) && isIdle(&e.row, now) &&
+			now.Sub(e.armedAt) >= pace.IdleAfter
 		e.gone = idle
 		e.mu.Unlock()
 		if !idle {

@@ -33,7 +33,7 @@ func (c *call) hold() error {
 	if err != nil {
 		closeBody(c.send.Body) // R1: the caller's body, or a retry's fresh one, is closed unsent
 		if r.probe || r.ownProbe {
-			cd.circuitHeard(c.ctx, r.entry, c.cfg.clock.Now(), false, false, r.probe, r.ownProbe) // sent nothing: the next try probes
+			cd.circuitHeard(c.ctx, r.entry, cd.now(), false, false, r.probe, r.ownProbe) // sent nothing: the next try probes
 			r.probe, r.ownProbe = false, false
 		}
 	}
@@ -42,19 +42,27 @@ func (c *call) hold() error {
 
 func (c *call) holdSlot() error {
 	r, cd := &c.r, c.cfg.cooldown
-	r.slotted = c.cfg.clock.Now()
-	if cd.circuit != nil {
-		r.entry.mu.Lock()
-		refuse, own := r.entry.admit(r.slotted, cd.store != nil)
-		r.entry.mu.Unlock()
-		if refuse {
-			return c.unavailable()
-		}
-		r.ownProbe = own
-	}
+	r.slotted = cd.now()
+	costs := c.costs(r.entry)
 	left, untilDeadline := c.left()
-	w, tk, res := cd.take(c.ctx, r.entry, r.slotted, c.costs(r.entry), min(left, c.cfg.maxWait, store.MaxAhead), r.try > 1)
-	r.probe = res.Probe
+	within := min(left, c.cfg.maxWait, store.MaxAhead)
+	r.entry.mu.Lock()
+	seen, w := r.entry.seeBefore(r.slotted, &costs, within, cd.circuit != nil, cd.store != nil)
+	r.entry.mu.Unlock()
+	switch seen {
+	case seenDown:
+		return c.unavailable()
+	case seenHeld:
+		return c.holdTooLong(w)
+	case seenFree:
+		return nil
+	case seenOwnProbe:
+		r.ownProbe = true
+	}
+	w, tk, res := cd.take(c.ctx, r.entry, r.slotted, costs, within, r.try > 1)
+	if r.probe = res.Probe; r.probe || r.ownProbe {
+		r.entry.probeOut()
+	}
 	if !res.Took {
 		if res.Unavailable {
 			return c.unavailable()
@@ -65,6 +73,15 @@ func (c *call) holdSlot() error {
 		cd.giveBack(c.ctx, r.entry, tk)
 		return c.holdTooLong(w)
 	}
+	return c.waitSlot(w, tk)
+}
+
+// waitSlot waits for the slot tk, w from now, and what comes up while it
+// waits: a hold armed meanwhile, a slot more per retry let in before it,
+// and the key's circuit opening (the send is then refused: a provider
+// known to be down is sent nothing, R25).
+func (c *call) waitSlot(w time.Duration, tk ticket) error {
+	r, cd := &c.r, c.cfg.cooldown
 	fromHold := r.entry.heldByProvider(r.slotted, &tk)
 	for {
 		if err := c.holdFor(w, fromHold); err != nil {
@@ -73,7 +90,11 @@ func (c *call) holdSlot() error {
 		}
 		// The hold only moves forward and retries are let in one at a
 		// time, each round waiting all of what it found: this ends.
-		now := c.cfg.clock.Now()
+		now := cd.now()
+		if !r.probe && !r.ownProbe && r.entry.refusesNow(now) {
+			cd.giveBack(c.ctx, r.entry, tk)
+			return c.unavailable()
+		}
 		if w, fromHold = r.entry.leftToWait(now, &tk); w == 0 {
 			r.sent, r.tk, r.paced = now, tk, true
 			return nil
@@ -89,7 +110,7 @@ func (c *call) holdSlot() error {
 // costs is what the call costs on each lane of e's key (R23): estimated
 // once, and only when a token lane of the key is paced or held.
 func (c *call) costs(e *watchedKey) [numLanes]float64 {
-	if !c.hasCosts && (e == nil || e.countsTokens(c.cfg.clock.Now())) {
+	if !c.hasCosts && (e == nil || e.countsTokens(c.cfg.cooldown.now())) {
 		c.cost, c.hasCosts = callCosts(c.req), true
 	}
 	if !c.hasCosts {
@@ -100,12 +121,20 @@ func (c *call) costs(e *watchedKey) [numLanes]float64 {
 
 // unavailable ends a call the circuit refuses (R25): sending nothing,
 // sleeping nothing, charged nothing, and logging nothing (a refused call is
-// not worth a line; the circuit's opening was one). A retry refused keeps
-// the last try's error as its cause.
+// not worth a line; the circuit's opening was one). A retry refused ends as
+// when its retries run out: it writes the give-up entry of R14 and keeps
+// the last try's error as its cause (or hands back its last response,
+// refused).
 func (c *call) unavailable() error {
 	cause := error(ErrUnavailable)
-	if c.r.try > 1 && c.p.lastErr != nil {
-		cause = c.p.lastErr
+	if c.r.try > 1 {
+		if c.p.lastErr != nil {
+			cause = c.p.lastErr
+		}
+		logGiveUp(c.cfg, c.req, c.logKey(), Unavailable, c.p.tries, c.p.waited, c.p.status, cause)
+		if c.last != nil {
+			return errHandBack
+		}
 	}
 	return c.noted(c.p.fail(Unavailable, cause))
 }
@@ -114,7 +143,7 @@ func (c *call) unavailable() error {
 // more than the call can give, and nothing is sent (R17).
 func (c *call) holdTooLong(w time.Duration) error {
 	c.p.retryAfter = w
-	logGiveUp(c.cfg, c.req, OutOfTime, c.p.tries, c.p.waited, c.p.status, ErrRateLimited)
+	logGiveUp(c.cfg, c.req, c.logKey(), OutOfTime, c.p.tries, c.p.waited, c.p.status, ErrRateLimited)
 	return c.noted(c.p.fail(OutOfTime, ErrRateLimited))
 }
 
@@ -127,7 +156,7 @@ func (c *call) holdFor(w time.Duration, fromHold bool) error {
 		return nil
 	}
 	if fromHold || w >= time.Second {
-		logHold(c.cfg, c.req, w, fromHold)
+		logHold(c.cfg, c.req, c.logKey(), w, fromHold)
 	}
 	unused, ok := c.sleepOr(w, c.r.entry.woken())
 	c.p.waited += w - unused
@@ -135,7 +164,7 @@ func (c *call) holdFor(w time.Duration, fromHold bool) error {
 		c.budget.refund(unused)
 	}
 	if !ok {
-		logGiveUp(c.cfg, c.req, Canceled, c.p.tries, c.p.waited, c.p.status, c.ctx.Err())
+		logGiveUp(c.cfg, c.req, c.logKey(), Canceled, c.p.tries, c.p.waited, c.p.status, c.ctx.Err())
 		return c.p.fail(Canceled, c.ctx.Err())
 	}
 	c.r.held += w - unused
@@ -175,7 +204,7 @@ func (c *call) tellCooldown() {
 	if r.paced {
 		h.tk = &r.tk
 	}
-	cd.hear(c.ctx, r.entry, r.now, h, func() [numLanes]float64 { return c.costs(nil) }, func() string { return c.keyOf(nil) })
+	cd.hear(c.ctx, r.entry, cd.now(), h, func() [numLanes]float64 { return c.costs(nil) }, func() string { return c.keyOf(nil) })
 	if r.entry == nil {
 		r.entry = c.entryOf(nil) // this answer may have armed the key
 	}
@@ -193,7 +222,7 @@ func (c *call) tellCircuit() {
 	if !fail && !alive && !r.probe && !r.ownProbe {
 		return
 	}
-	now := c.cfg.clock.Now()
+	now := cd.now()
 	if r.entry == nil {
 		if !fail {
 			return
@@ -217,7 +246,7 @@ func (c *call) down() bool {
 	if cd == nil || cd.circuit == nil || e == nil {
 		return false
 	}
-	now := c.cfg.clock.Now()
+	now := cd.now()
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	return e.refuses(now)
@@ -231,7 +260,7 @@ func (c *call) cooldownLeft() time.Duration {
 	if e == nil {
 		return 0
 	}
-	now := c.cfg.clock.Now()
+	now := c.cfg.cooldown.now()
 	costs := c.costs(e)
 	e.mu.Lock()
 	defer e.mu.Unlock()
@@ -242,4 +271,16 @@ func (c *call) cooldownLeft() time.Duration {
 		}
 	}
 	return left
+}
+
+// logKey is the call's Cooldown key as its log entries carry it, when it
+// was made and says more than the url: a model (KeyByModel), or a caller's
+// key, hashed (Cooldown.logKey). "" otherwise: the default key is the
+// url's scheme://host.
+func (c *call) logKey() string {
+	cd := c.cfg.cooldown
+	if cd == nil || cd.key == nil || !c.key.made || c.key.key == "" {
+		return ""
+	}
+	return cd.logKey(c.key.key)
 }

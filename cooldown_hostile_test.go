@@ -116,7 +116,7 @@ func TestCooldownSlowAnswerAfterTheSweep(t *testing.T) {
 // ever after (issue 21). A count's rate is bounded (the whole limit in a
 // minute at most), and a later sane count corrects it.
 func TestCooldownCountsAreBounded(t *testing.T) {
-	clk := retryhttptest.NewClock()
+	clk := newClock()
 	cd := NewCooldown(nil)
 	absurd := retryhttptest.Status(200, "X-Ratelimit-Limit-Requests", "2", "X-Ratelimit-Remaining-Requests", "1", "X-Ratelimit-Reset-Requests", "999999h")
 	sane := retryhttptest.Status(200, "X-Ratelimit-Limit-Requests", "100", "X-Ratelimit-Remaining-Requests", "90", "X-Ratelimit-Reset-Requests", "100ms")
@@ -199,7 +199,7 @@ func lyingRun(t *testing.T, counts bool) (requests, oks int) {
 // closed before the panic goes on up, as an Observer's (issue 21), and the
 // caller's body closed when it panics before the first try.
 func TestCooldownKeyPanics(t *testing.T) {
-	clk := retryhttptest.NewClock()
+	clk := newClock()
 	var panicking atomic.Bool
 	cd := NewCooldown(func(*http.Request) string {
 		if panicking.Load() {
@@ -236,7 +236,7 @@ func TestCooldownKeyPanics(t *testing.T) {
 func TestCooldownKeysAreBounded(t *testing.T) {
 	long := strings.Repeat("k", 64<<10)
 	cd := NewCooldown(func(*http.Request) string { return long })
-	clk := retryhttptest.NewClock()
+	clk := newClock()
 	tr := New(retryhttptest.NewScript(retryhttptest.Status(429, "Retry-After", "20"), okReply).WithClock(clk), WithClock(clk), WithCooldown(cd), WithMaxRetries(0))
 	resp, err := tr.RoundTrip(getReq(context.Background()))
 	require.NoError(t, err)
@@ -264,7 +264,7 @@ func TestCooldownReset(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			cd.Reset()
-			clk := retryhttptest.NewClock()
+			clk := newClock()
 			script := retryhttptest.NewScript(tc.reply).WithClock(clk)
 			tr := New(script, WithClock(clk), WithCooldown(cd), WithMaxRetries(0))
 			ctx := WithBudget(context.Background(), NewBudget(PublicTierMaxWait))

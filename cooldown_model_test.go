@@ -26,7 +26,7 @@ func TestCooldownByModelHoldsOneModel(t *testing.T) {
 		"wrapped":    ownKeyByModel,
 	} {
 		t.Run(name, func(t *testing.T) {
-			clk := retryhttptest.NewClock()
+			clk := newClock()
 			provider := retryhttptest.NewProvider(retryhttptest.ProviderConfig{Clock: clk, Models: map[string]retryhttptest.ModelLimits{
 				"gpt-4o":      {Requests: retryhttptest.Limit{Rate: 0.1, Size: 1}}, // one at once, then one in 10 s
 				"gpt-4o-mini": {Requests: retryhttptest.Limit{Rate: 10, Size: 10}},

@@ -19,7 +19,7 @@ import (
 // TestCooldownSeedRule: the call that got an ask never retries before it
 // ends, even when the ask holds nobody else (whole seconds: Retry-After: 1).
 func TestCooldownSeedRule(t *testing.T) {
-	clk := retryhttptest.NewClock()
+	clk := newClock()
 	cd := NewCooldown(nil)
 	script := retryhttptest.NewScript(retryhttptest.Status(429, "Retry-After", "1"), retryhttptest.Status(200), retryhttptest.Status(200)).WithClock(clk)
 	var attempts []Attempt
@@ -291,7 +291,7 @@ func TestCooldownPacesTheCallThatArmedIt(t *testing.T) {
 // 400) makes the next sends a little faster; a refusal that is not about
 // the rate (a 400) changes nothing.
 func TestCooldownLearnsFromSuccessesOnly(t *testing.T) {
-	clk := retryhttptest.NewClock()
+	clk := newClock()
 	cd := NewCooldown(nil)
 	script := retryhttptest.NewScript(retryhttptest.Status(400), retryhttptest.Status(200)).WithClock(clk)
 	tr := New(script, WithClock(clk), WithCooldown(cd))

@@ -52,6 +52,7 @@ func (c *Cooldown) apply(ctx context.Context, e *watchedKey, ops []store.Op, rep
 		seq := e.st.Seq // the Store's, not ours: its next reply is newer
 		e.applyLocal(now, unmarked(ops))
 		e.st.Seq = seq
+		e.keepCircuitNews(ops, now)
 		c.noteCircuit(e, now)
 		if reply != nil {
 			reply(&e.st, true)
@@ -62,10 +63,19 @@ func (c *Cooldown) apply(ctx context.Context, e *watchedKey, ops []store.Op, rep
 		reply(&st, false)
 	}
 	e.heldOnStore(ops, st.Now)
+	e.synced = now
 	local := onClock(st, now)
-	e.restore(&local, now, st.Now)
+	lost := e.restore(&local, now, st.Now)
 	e.adopt(local)
 	c.noteCircuit(e, now)
+	if lost {
+		// What it armed goes back at once, not with the next take: the
+		// replicas that start meanwhile must find it.
+		back := e.takePending(now)
+		e.mu.Unlock()
+		c.apply(context.WithoutCancel(ctx), e, back, nil)
+		e.mu.Lock()
+	}
 }
 
 // The entries of a Store failing and working again (R24).
@@ -76,19 +86,32 @@ const (
 
 // noteStore writes one Warn entry when c's Store starts failing (err, an
 // Apply's: an error, or a reply that cannot be true), and one Info when it
-// works again, on c's logger; never one per failed Apply. A Store's errors
-// are otherwise dropped, each call going on with its process's own state:
-// a Store that always fails was invisible.
+// works again, on c's logger; never one per failed Apply. Working again is
+// an Apply that succeeds storeSettle after the last that failed: a Store
+// that falters (one Apply in two timing out on a loaded Redis) wrote 147
+// Warn and 145 Info lines in 10 s, and is failing, said once. A Store's
+// errors are otherwise dropped, each call going on with its process's own
+// state: a Store that always fails was invisible.
 func (c *Cooldown) noteStore(err error) {
-	if (err != nil) == c.storeFailing.Load() || !c.storeFailing.CompareAndSwap(err == nil, err != nil) {
-		return // no change, or another Apply noted it
-	}
+	now := c.now()
 	if err != nil {
-		c.logger().Warn(msgStoreFailing, zap.String("error", err.Error()))
+		c.storeFailedAt.Store(now.UnixNano())
+		if c.storeFailing.CompareAndSwap(false, true) {
+			c.logger().Warn(msgStoreFailing, zap.String("error", err.Error()))
+		}
 		return
 	}
-	c.logger().Info(msgStoreBack)
+	if !c.storeFailing.Load() || now.Sub(time.Unix(0, c.storeFailedAt.Load())) < storeSettle {
+		return
+	}
+	if c.storeFailing.CompareAndSwap(true, false) {
+		c.logger().Info(msgStoreBack)
+	}
 }
+
+// storeSettle is how long a Store that failed must work before it is
+// logged as working again (noteStore).
+const storeSettle = time.Second
 
 // applyLocal applies ops to e's state at now, on the Cooldown's clock,
 // waking the sends waiting when a lane's schedule was scaled to a faster
@@ -110,6 +133,20 @@ func (e *watchedKey) applyLocal(now time.Time, ops []store.Op) {
 	}
 	if faster {
 		e.wakeAll()
+	}
+}
+
+// keepCircuitNews keeps, of ops the Store did not apply, what the fleet's
+// circuit waits for, for the next op of the key: a probe's answer (its
+// sign of life, its failure) and its end. Lost, the fleet's probe stayed
+// out, every replica refused for the rest of its lease while the provider
+// answered (R25). e.mu is held.
+func (e *watchedKey) keepCircuitNews(ops []store.Op, now time.Time) {
+	for _, op := range ops {
+		probeNews := op.Kind == store.OpAlive || op.Kind == store.OpProbeEnd || op.Kind == store.OpFail && op.Probe
+		if probeNews && len(e.pending) < maxPending {
+			e.pending = append(e.pending, pendingOp{op, now})
+		}
 	}
 }
 
@@ -174,6 +211,7 @@ func (c *Cooldown) heardFromStore(key string, st store.State) {
 	local := onClock(st, now)
 	e.mu.Lock()
 	e.adopt(local)
+	e.synced = now
 	c.noteCircuit(e, now)
 	e.mu.Unlock()
 }
@@ -187,13 +225,17 @@ func (c *Cooldown) heardFromStore(key string, st store.State) {
 // holds copied back and forth crept later with each round trip). A hold
 // the Store applied is what is left of it on the Store's clock, at
 // storeNow: a replica whose own clock stepped back an hour wrote back an
-// hour. e.mu is held; st and now are on the Cooldown's clock.
-func (e *watchedKey) restore(st *store.State, now, storeNow time.Time) {
+// hour. What it puts back applies to st too, so that the call that found
+// the loss waits for it; lost reports a hold put back, which goes to the
+// Store at once (apply). e.mu is held; st and now are on the Cooldown's
+// clock.
+func (e *watchedKey) restore(st *store.State, now, storeNow time.Time) (lost bool) {
+	var back []store.Op
 	for l := range numLanes {
 		got, had := st.Lane(l), e.st.Lane(l)
 		if got.Rates == "" && had.Rates != "" {
-			e.pending = append(e.pending, pendingOp{store.Op{Kind: store.OpRates, Lane: l, Version: got.Version,
-				Per: had.Per, Burst: had.Burst, Rates: had.Rates}, now})
+			back = append(back, store.Op{Kind: store.OpRates, Lane: l, Version: got.Version,
+				Per: had.Per, Burst: had.Burst, Rates: had.Rates})
 		}
 		own := e.own[l]
 		d := own.until.Sub(now)
@@ -201,9 +243,20 @@ func (e *watchedKey) restore(st *store.State, now, storeNow time.Time) {
 			d = own.until.Sub(storeNow)
 		}
 		if d > 0 && !got.Until.After(now) {
-			e.pending = append(e.pending, pendingOp{store.Op{Kind: store.OpHold, Lane: l, For: min(d, pace.MaxHold), Refuse: own.refuse}, now})
+			back = append(back, store.Op{Kind: store.OpHold, Lane: l, For: min(d, pace.MaxHold), Refuse: own.refuse})
+			lost = true
 		}
 	}
+	for _, op := range back {
+		e.pending = append(e.pending, pendingOp{op, now})
+	}
+	if len(back) > 0 {
+		// The call that found the loss waits what its process armed too.
+		seq := st.Seq // the Store's: its next reply is newer
+		store.Apply(&st.Record, now, back)
+		st.Seq = seq
+	}
+	return lost
 }
 
 // heldOnStore keeps the holds among ops, which the Store applied at its
@@ -226,7 +279,11 @@ func (e *watchedKey) heldOnStore(ops []store.Op, now time.Time) {
 // whose clocks disagree pace the same; each converts a wait into its own).
 // Its Record shares nothing with st's.
 func onClock(st store.State, now time.Time) store.State {
-	d := now.Sub(st.Now)
+	// Whole µs both sides: a Record's times are (store.Record.Valid), and
+	// an offset with nanoseconds made the fleet's state junk to the
+	// process's own Apply the first time the Store failed.
+	now = now.Truncate(time.Microsecond)
+	d := now.Sub(st.Now.Truncate(time.Microsecond))
 	move := func(t time.Time) time.Time {
 		if t.IsZero() {
 			return t

@@ -19,12 +19,17 @@ const origin = "https://api.example.com"
 
 // holdFor arms key on cd as a 429 asking for d (to the nanosecond) would.
 func holdFor(cd *Cooldown, key string, now time.Time, d time.Duration) {
+	now = cd.on(now)
 	e := cd.watch(key, now)
 	if e == nil {
 		return // full
 	}
 	cd.applyAnswer(context.Background(), e, now, heard{limited: true, hasAsk: true, ask: d}, [numLanes]float64{1})
 }
+
+// on is t, an instant of the test's clock, on the Cooldown's anchored clock
+// (internal/anchor), where the times it keeps are.
+func (c *Cooldown) on(t time.Time) time.Time { return c.clock.Load().On(t) }
 
 // find returns the watched entry of req's key, as a call finds it
 // (entryOf), nil when it is not watched or is "".
@@ -44,7 +49,7 @@ func (c *Cooldown) find(req *http.Request) *watchedKey {
 // setRates arms key on cd with the request lane's rates r, as answers that
 // said so would have.
 func setRates(cd *Cooldown, key string, now time.Time, r pace.Rates) {
-	e := cd.watch(key, now)
+	e := cd.watch(key, cd.on(now))
 	cd.apply(context.Background(), e, []store.Op{{Kind: store.OpRates, Lane: laneRequests, Version: e.st.Lane(laneRequests).Version,
 		Per: r.Per(), Burst: r.Burst(), Rates: r.Encode()}, {Kind: store.OpLimited, Lane: laneRequests}}, nil)
 }
@@ -116,7 +121,7 @@ func TestCooldownKeys(t *testing.T) {
 // TestCooldownArming checks R17's arming through the transport: which
 // answers hold, for how long, and which only pace.
 func TestCooldownArming(t *testing.T) {
-	anthropicReset := time.Now().Add(time.Hour).Truncate(time.Second)
+	anthropicReset := newClock().Now().Add(time.Hour).Truncate(time.Second) // the clock of each row starts there too
 	for _, tc := range []struct {
 		name    string
 		reply   retryhttptest.Reply
@@ -155,7 +160,7 @@ func TestCooldownArming(t *testing.T) {
 			"X-Ratelimit-Limit-Requests", "10", "X-Ratelimit-Remaining-Requests", "0", "X-Ratelimit-Reset-Requests", "0s"), 0, false, true, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			clk := retryhttptest.NewClock()
+			clk := newClock()
 			cd := NewCooldown(nil)
 			opts := []Option{WithClock(clk), WithCooldown(cd), WithMaxRetries(0)}
 			if tc.observe {
@@ -207,7 +212,7 @@ func TestCooldownThroughTheTransport(t *testing.T) {
 // heldAcrossTransportsLoggedAndReported is a subtest of TestCooldownThroughTheTransport:
 // a 429 with Retry-After holds another Transport's next call; logged, in Attempt.Held.
 func heldAcrossTransportsLoggedAndReported(t *testing.T) {
-	clk := retryhttptest.NewClock()
+	clk := newClock()
 	cd := NewCooldown(nil)
 	script := retryhttptest.NewScript(retryhttptest.Status(429, "Retry-After", "20"), okReply).WithClock(clk)
 	first := New(script, WithClock(clk), WithCooldown(cd), WithMaxRetries(0))
@@ -239,7 +244,7 @@ func heldAcrossTransportsLoggedAndReported(t *testing.T) {
 // a short pace is reported in Attempt.Held but not logged; a pace of a
 // second is.
 func shortPaceReportedNotLogged(t *testing.T) {
-	clk := retryhttptest.NewClock()
+	clk := newClock()
 	cd := NewCooldown(nil)
 	log, logs := logSink()
 	var held []time.Duration
@@ -272,7 +277,7 @@ func shortPaceReportedNotLogged(t *testing.T) {
 // retryWaitsTheLargest is a subtest of TestCooldownThroughTheTransport:
 // a retry waits the largest of backoff, ask and hold.
 func retryWaitsTheLargest(t *testing.T) {
-	clk := retryhttptest.NewClock()
+	clk := newClock()
 	cd := NewCooldown(nil)
 	var attempts []Attempt
 	tries := 0
@@ -299,7 +304,7 @@ func retryWaitsTheLargest(t *testing.T) {
 // emptyKeyLeftOut is a subtest of TestCooldownThroughTheTransport:
 // a key function that returns empty leaves the request out.
 func emptyKeyLeftOut(t *testing.T) {
-	clk := retryhttptest.NewClock()
+	clk := newClock()
 	cd := NewCooldown(func(r *http.Request) string {
 		if r.Header.Get("X-Model") == "" {
 			return ""
@@ -357,7 +362,7 @@ func TestCooldownBadInput(t *testing.T) {
 		{"Anthropic-Ratelimit-Requests-Limit", "10", "Anthropic-Ratelimit-Requests-Remaining", "0", "Anthropic-Ratelimit-Requests-Reset", "not a time"},
 	} {
 		t.Run(strings.Join(h, " "), func(t *testing.T) {
-			clk := retryhttptest.NewClock()
+			clk := newClock()
 			cd := NewCooldown(nil)
 			script := retryhttptest.NewScript(retryhttptest.Status(429, h...)).WithClock(clk)
 			tr := New(script, WithClock(clk), WithCooldown(cd), WithMaxRetries(0))

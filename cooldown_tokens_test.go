@@ -44,7 +44,7 @@ func TestCooldownA429HitsItsLimitOnly(t *testing.T) {
 		hit, miss laneID
 	}{{"tokens", laneTokens, laneRequests}, {"requests", laneRequests, laneTokens}} {
 		t.Run(tc.limit, func(t *testing.T) {
-			clk := retryhttptest.NewClock()
+			clk := newClock()
 			cd := NewCooldown(nil)
 			tr := New(retryhttptest.NewScript(tokens429(tc.limit), okReply).WithClock(clk), WithClock(clk), WithCooldown(cd))
 			resp, err := tr.RoundTrip(postOf(context.Background(), 4000))
@@ -69,7 +69,7 @@ func TestCooldownRequestTooLarge(t *testing.T) {
 	body := `{"error":{"message":"Request too large for gpt-4o in organization org-x on tokens per min (TPM): Limit 30000, Requested 40000. The input or output tokens must be reduced in order to run successfully.","type":"tokens","param":null,"code":"rate_limit_exceeded"}}`
 	assert.True(t, ParseErrorBody([]byte(body)).Exhausted)
 	for _, budget := range []bool{false, true} {
-		clk := retryhttptest.NewClock()
+		clk := newClock()
 		script := retryhttptest.NewScript(retryhttptest.Reply{Status: 429, Header: http.Header{"Content-Type": {"application/json"}, "Retry-After": {"1"}}, Body: body}, okReply).WithClock(clk)
 		tr := New(script, WithClock(clk), WithCooldown(NewCooldown(nil)))
 		ctx := context.Background()
@@ -107,7 +107,7 @@ func tokenPaced(t *testing.T, clk *retryhttptest.Clock, script *retryhttptest.Sc
 // when a second or more, and one that does not fit sends nothing.
 func TestCooldownTokenWaits(t *testing.T) {
 	t.Run("remaining below the cost waits for the rest", func(t *testing.T) {
-		clk := retryhttptest.NewClock()
+		clk := newClock()
 		var held []time.Duration
 		script := retryhttptest.NewScript(retryhttptest.Status(200, openAITokens("1000", "0", "1s")...)).WithClock(clk)
 		tr := tokenPaced(t, clk, script, WithObserver(func(_ context.Context, a Attempt) { held = append(held, a.Held) }))
@@ -118,7 +118,7 @@ func TestCooldownTokenWaits(t *testing.T) {
 		assert.InDelta(t, float64(510*time.Millisecond), float64(held[0]), float64(20*time.Millisecond), "500 of the 1,000 refilled (paced 2% under)")
 	})
 	t.Run("a wait that does not fit sends nothing", func(t *testing.T) {
-		clk := retryhttptest.NewClock()
+		clk := newClock()
 		script := retryhttptest.NewScript(okReply).WithClock(clk)
 		tr := tokenPaced(t, clk, script)
 		ctx, cancel := clk.WithTimeout(context.Background(), 100*time.Millisecond)
@@ -131,7 +131,7 @@ func TestCooldownTokenWaits(t *testing.T) {
 		assert.Zero(t, script.Len(), "nothing sent")
 	})
 	t.Run("charged to the Budget and logged", func(t *testing.T) {
-		clk := retryhttptest.NewClock()
+		clk := newClock()
 		log, logs := logSink()
 		script := retryhttptest.NewScript(okReply).WithClock(clk)
 		tr := tokenPaced(t, clk, script, WithLogger(log))
@@ -147,7 +147,7 @@ func TestCooldownTokenWaits(t *testing.T) {
 // TestCooldownTokensOfTheCaller: WithTokens says what a call costs,
 // instead of its estimate.
 func TestCooldownTokensOfTheCaller(t *testing.T) {
-	clk := retryhttptest.NewClock()
+	clk := newClock()
 	var held []time.Duration
 	script := retryhttptest.NewScript(okReply).WithClock(clk)
 	tr := tokenPaced(t, clk, script, WithObserver(func(_ context.Context, a Attempt) { held = append(held, a.Held) }))
@@ -179,12 +179,12 @@ func TestCooldownEstimatesOnlyForTokenLanes(t *testing.T) {
 		{"a key not watched", func(*Cooldown, time.Time) {}, false},
 		{"a key paced by requests only", func(cd *Cooldown, now time.Time) { paceAt(cd, now, time.Millisecond) }, false},
 		{"a key whose token lane is held", func(cd *Cooldown, now time.Time) {
-			e := cd.watch(origin, now)
+			e := cd.watch(origin, cd.on(now))
 			cd.apply(context.Background(), e, []store.Op{{Kind: store.OpHold, Lane: laneTokens, For: time.Millisecond}}, nil)
 		}, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			clk := retryhttptest.NewClock()
+			clk := newClock()
 			cd := NewCooldown(nil)
 			tr := New(retryhttptest.NewScript(okReply).WithClock(clk), WithClock(clk), WithCooldown(cd))
 			tc.arm(cd, clk.Now())

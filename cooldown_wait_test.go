@@ -71,7 +71,7 @@ func laterHoldMustFit(t *testing.T) {
 // a call on a paced key whose slot is free now waits nothing, so it is sent
 // though its Budget has no room left (R7 fits waits, and this is none).
 func slotFreeNowNeedsNoRoom(t *testing.T) {
-	clk := retryhttptest.NewClock()
+	clk := newClock()
 	cd := NewCooldown(nil)
 	script := retryhttptest.NewScript(retryhttptest.Status(200)).WithClock(clk)
 	tr := New(script, WithClock(clk), WithCooldown(cd))
@@ -135,7 +135,7 @@ func slotsPastTheBudgetFailAtOnce(t *testing.T) {
 // a hold that does not fit the deadline sends nothing, with or without a Budget.
 func holdPastTheDeadlineSendsNothing(t *testing.T) {
 	for _, withBudget := range []bool{false, true} {
-		clk := retryhttptest.NewClock()
+		clk := newClock()
 		cd := NewCooldown(nil)
 		script := retryhttptest.NewScript(retryhttptest.Status(200)).WithClock(clk)
 		tr := New(script, WithClock(clk), WithCooldown(cd))
@@ -167,7 +167,7 @@ func holdPastTheDeadlineSendsNothing(t *testing.T) {
 // holdEqualToWhatIsLeftDoesNotFit is a subtest of TestCooldownWaitsFitAndAreCharged:
 // a hold equal to what is left does not fit.
 func holdEqualToWhatIsLeftDoesNotFit(t *testing.T) {
-	clk := retryhttptest.NewClock()
+	clk := newClock()
 	cd := NewCooldown(nil)
 	tr := New(retryhttptest.NewScript(retryhttptest.Status(200)), WithClock(clk), WithCooldown(cd))
 	holdFor(cd, origin, clk.Now(), 10*time.Second)
@@ -185,7 +185,7 @@ func holdEqualToWhatIsLeftDoesNotFit(t *testing.T) {
 // holdChargedAndRefunded is a subtest of TestCooldownWaitsFitAndAreCharged:
 // a hold is charged, and canceled during it, refunded.
 func holdChargedAndRefunded(t *testing.T) {
-	clk := retryhttptest.NewClock()
+	clk := newClock()
 	cd := NewCooldown(nil)
 	script := retryhttptest.NewScript(retryhttptest.Status(200)).WithClock(clk)
 	tr := New(script, WithClock(clk), WithCooldown(cd))
@@ -215,7 +215,7 @@ func holdChargedAndRefunded(t *testing.T) {
 // every way ends on the kit's Clock (the old Cooldown waited on a grace
 // timer nothing moved when a call's own probe failed).
 func TestCooldownNeverHangsOnTheKitClock(t *testing.T) {
-	clk := retryhttptest.NewClock()
+	clk := newClock()
 	cd := NewCooldown(nil)
 	script := retryhttptest.NewScript(retryhttptest.Status(429), retryhttptest.Fail(errors.New("connection reset")),
 		retryhttptest.Status(429), retryhttptest.Status(200)).WithClock(clk)
@@ -241,7 +241,7 @@ func TestCooldownNeverHangsOnTheKitClock(t *testing.T) {
 // the next calls are paced as before (the old Cooldown leaked the send it
 // counted in flight, and held its key for good).
 func TestCooldownBasePanics(t *testing.T) {
-	clk := retryhttptest.NewClock()
+	clk := newClock()
 	cd := NewCooldown(nil)
 	calls := 0
 	base := roundTripperFunc(func(*http.Request) (*http.Response, error) {
@@ -266,7 +266,7 @@ func TestCooldownBasePanics(t *testing.T) {
 // one atomic load (the old Cooldown kept every key on its slow path for
 // good; alloc_test.go counts the cost while a key is watched).
 func TestCooldownQuietKeysGo(t *testing.T) {
-	clk := retryhttptest.NewClock()
+	clk := newClock()
 	cd := NewCooldown(nil)
 	New(retryhttptest.NewScript(), WithClock(clk), WithCooldown(cd)) // binds the clock
 	holdFor(cd, origin, clk.Now(), 2*time.Second)
@@ -282,7 +282,7 @@ func TestCooldownQuietKeysGo(t *testing.T) {
 // TestCooldownMemoryBounded: at most 4096 keys are watched; a key that
 // cannot be is simply not shared; keys gone quiet make room.
 func TestCooldownMemoryBounded(t *testing.T) {
-	clk := retryhttptest.NewClock()
+	clk := newClock()
 	cd := NewCooldown(nil)
 	cd.bind(clk, nil)
 	for i := range 3 * maxCoolingKeys {
@@ -290,25 +290,25 @@ func TestCooldownMemoryBounded(t *testing.T) {
 	}
 	assert.Equal(t, maxCoolingKeys, cd.size())
 	clk.Add(2 * time.Hour) // every hold is over and quiet: the next key makes room
-	require.NotNil(t, cd.watch("https://one-more.example.com", clk.Now()))
+	require.NotNil(t, cd.watch("https://one-more.example.com", cd.now()))
 	assert.Equal(t, 1, cd.size())
 
 	// Full, a new key looks for room at most once a second: a second after
 	// it last looked, it looks again.
 	for i := range maxCoolingKeys - 1 {
-		require.NotNil(t, cd.watch(fmt.Sprintf("https://k%d.example.com", i), clk.Now()))
+		require.NotNil(t, cd.watch(fmt.Sprintf("https://k%d.example.com", i), cd.now()))
 	}
 	armed := clk.Now()
 	clk.Add(pace.IdleAfter - time.Second/2)
-	assert.Nil(t, cd.watch("https://late.example.com", clk.Now()), "full, none quiet yet")
+	assert.Nil(t, cd.watch("https://late.example.com", cd.now()), "full, none quiet yet")
 	clk.Add(sweepEvery - time.Nanosecond) // every key quiet now, but looked less than a second ago
 	require.True(t, clk.Now().Sub(armed) >= pace.IdleAfter)
-	assert.Nil(t, cd.watch("https://late.example.com", clk.Now()), "looked over less than a second ago")
+	assert.Nil(t, cd.watch("https://late.example.com", cd.now()), "looked over less than a second ago")
 	clk.Add(time.Nanosecond)
-	assert.NotNil(t, cd.watch("https://late.example.com", clk.Now()), "a second on, it looks again and finds room")
+	assert.NotNil(t, cd.watch("https://late.example.com", cd.now()), "a second on, it looks again and finds room")
 	cd.watched.Store(nil)
 	for i := range 100 {
-		require.NotNil(t, cd.watch(fmt.Sprintf("https://new%d.example.com", i), clk.Now()))
+		require.NotNil(t, cd.watch(fmt.Sprintf("https://new%d.example.com", i), cd.now()))
 	}
 	assert.Equal(t, 100, cd.size())
 }

@@ -10,7 +10,6 @@ import (
 	"testing/synctest"
 	"time"
 
-	"github.com/retryhttp/retryhttp/retryhttptest"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -53,7 +52,7 @@ func TestDrainBoundInPieces(t *testing.T) {
 					}
 					return resp, nil
 				})
-				tr := New(base, WithClock(retryhttptest.NewClock()), WithBackoff(noJitter))
+				tr := New(base, WithClock(newClock()), WithBackoff(noJitter))
 				resp, err := tr.RoundTrip(newRequest(t, context.Background(), "GET", "https://api.example.com/v1", nil))
 				require.NoError(t, err)
 				resp.Body.Close()
@@ -95,7 +94,7 @@ func TestDrainOverlapsTheWait(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
-				clk := retryhttptest.NewClock()
+				clk := newClock()
 				release := make(chan struct{})
 				var tries []time.Time // on clk
 				base := roundTripperFunc(func(*http.Request) (*http.Response, error) {

@@ -280,7 +280,7 @@ func TestErrorBodyThroughTheTransport(t *testing.T) {
 			wantStatus: 503, wantBody: "<html>busy</html>", wantTries: 3},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			clk := retryhttptest.NewClock()
+			clk := newClock()
 			script := retryhttptest.NewScript(tc.replies...).WithClock(clk)
 			log, logs := logSink()
 			tr := New(script, WithClock(clk), WithBackoff(noJitter), WithLogger(log))
@@ -383,7 +383,7 @@ func TestErrorBodyNotReadWhenNotNeeded(t *testing.T) {
 // TestErrorBodyArmsTheCooldown: a body's retryDelay is the server's ask for
 // the Cooldown too (R17, R19).
 func TestErrorBodyArmsTheCooldown(t *testing.T) {
-	clk := retryhttptest.NewClock()
+	clk := newClock()
 	cd := NewCooldown(nil)
 	script := retryhttptest.NewScript(jsonReply(429, retryInfo(`"12s"`))).WithClock(clk)
 	tr := New(script, WithClock(clk), WithCooldown(cd), WithMaxRetries(0))

@@ -56,7 +56,7 @@ func TestFaultDrainBeforeRetry(t *testing.T) {
 				}
 			})
 			base := &faultCounting{base: faultBase(t)}
-			tr := New(base, WithClock(retryhttptest.NewClock()), WithBackoff(noJitter))
+			tr := New(base, WithClock(newClock()), WithBackoff(noJitter))
 			start := time.Now()
 			resp, err := tr.RoundTrip(newRequest(t, context.Background(), http.MethodGet, srv.URL, nil))
 			assert.Less(t, time.Since(start), 5*time.Second, "the call's real time")
@@ -108,7 +108,7 @@ func TestFaultSlowStream(t *testing.T) {
 			w.(http.Flusher).Flush()
 		}
 	})
-	clk := retryhttptest.NewClock()
+	clk := newClock()
 	tr := New(faultBase(t), WithClock(clk), WithTryTimeout(d))
 	resp, err := tr.RoundTrip(newRequest(t, context.Background(), http.MethodPost, srv.URL, []byte(`{"stream":true}`)))
 	require.NoError(t, err)

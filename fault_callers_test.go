@@ -12,7 +12,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/retryhttp/retryhttp/retryhttptest"
 	"github.com/stretchr/testify/assert"
 )
 
@@ -43,7 +42,7 @@ func TestFaultThrottleStorm(t *testing.T) {
 	// caller's timer may be shorter than its wait by what others moved the
 	// clock meanwhile: the waits asserted are the ones decided.)
 	var waits []time.Duration // what each retry waits: the server's ask
-	tr := New(faultBase(t), WithClock(retryhttptest.NewClock()), WithBackoff(Backoff{Base: 10 * time.Millisecond}),
+	tr := New(faultBase(t), WithClock(newClock()), WithBackoff(Backoff{Base: 10 * time.Millisecond}),
 		WithObserver(func(_ context.Context, a Attempt) {
 			if a.Outcome == Retrying {
 				mu.Lock()

@@ -12,7 +12,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/retryhttp/retryhttp/retryhttptest"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -37,7 +36,7 @@ func TestFaultResetMidHeaders(t *testing.T) {
 				}
 				io.WriteString(c, "HTTP/1.1 200 OK\r\nContent-Length: 2\r\nConnection: close\r\n\r\nok")
 			})
-			clk := retryhttptest.NewClock()
+			clk := newClock()
 			var seen ttAttempts
 			tr := New(faultBase(t), WithClock(clk), WithBackoff(noJitter), WithObserver(seen.observe))
 
@@ -73,7 +72,7 @@ func TestFaultConnectionRefused(t *testing.T) {
 	url := "http://" + ln.Addr().String() + "/v1/chat"
 	ln.Close() // nothing listens there now
 
-	clk := retryhttptest.NewClock()
+	clk := newClock()
 	tr := New(faultBase(t), WithClock(clk), WithBackoff(noJitter))
 	resp, err := tr.RoundTrip(newRequest(t, context.Background(), http.MethodGet, url, nil))
 	require.Nil(t, resp)
@@ -89,7 +88,7 @@ func TestFaultConnectionRefused(t *testing.T) {
 func TestFaultHangBeforeHeaders(t *testing.T) {
 	ttNoLeak(t)
 	const d = 2 * time.Second
-	clk := retryhttptest.NewClock()
+	clk := newClock()
 	var n atomic.Int32
 	var clientLeft atomic.Bool
 	srv := newFaultServer(t, func(w http.ResponseWriter, r *http.Request) {
@@ -166,7 +165,7 @@ func TestFaultIdempotentRetryAppliedOnce(t *testing.T) {
 				}
 				io.WriteString(w, res)
 			})
-			tr := New(faultBase(t), append([]Option{WithClock(retryhttptest.NewClock()), WithBackoff(noJitter)}, tc.opts...)...)
+			tr := New(faultBase(t), append([]Option{WithClock(newClock()), WithBackoff(noJitter)}, tc.opts...)...)
 			const calls = 10
 			for i := range calls {
 				call := fmt.Sprintf("order-%d", i)

@@ -49,7 +49,7 @@ func TestFaultRetryAfterForms(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			ttNoLeak(t)
-			clk := retryhttptest.NewClock()
+			clk := retryhttptest.NewClock() // today: an RFC 850 date's two-digit year names no other century
 			var n atomic.Int32
 			srv := newFaultServer(t, func(w http.ResponseWriter, r *http.Request) {
 				if n.Add(1) <= 2 {

@@ -75,7 +75,7 @@ func TestHardeningCooldownIsCollected(t *testing.T) {
 		})
 	}
 	t.Run("Close", func(t *testing.T) {
-		clk := retryhttptest.NewClock()
+		clk := newClock()
 		s := &listenCounter{Store: store.NewLocal(clk.Now)}
 		cd := NewCooldown(nil, WithStore(s))
 		require.Equal(t, int64(1), s.live.Load())

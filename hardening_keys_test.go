@@ -62,7 +62,7 @@ func TestHardeningTenantsDoNotMeet(t *testing.T) {
 		{"the hashed form held", hashedFormOf(long), long},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			clk := retryhttptest.NewClock()
+			clk := newClock()
 			cd := NewCooldown(func(r *http.Request) string { return r.Header.Get("Tenant") })
 			script := retryhttptest.NewScript(reply(429, "Retry-After", "20"), okReply).WithClock(clk)
 			tr := New(script, WithClock(clk), WithCooldown(cd), WithMaxRetries(0))

@@ -86,7 +86,7 @@ func eachLane(st *store.State, f func(*store.Lane)) {
 func TestHardeningBadRepliesAreTheStoreFailing(t *testing.T) {
 	for _, tc := range badReplies {
 		t.Run(tc.name, func(t *testing.T) {
-			clk := retryhttptest.NewClock()
+			clk := newClock()
 			es := &editStore{Store: store.NewLocal(clk.Now)}
 			cd := NewCooldown(nil, WithStore(es))
 			var held []time.Duration
@@ -110,7 +110,7 @@ func TestHardeningBadRepliesAreTheStoreFailing(t *testing.T) {
 			e := cd.entry(origin)
 			require.NotNil(t, e)
 			e.mu.Lock()
-			own := e.st.Valid(clk.Now())
+			own := e.st.Valid(cd.now())
 			e.mu.Unlock()
 			assert.True(t, own, "it goes on with its own state: nothing of the lie in it")
 
@@ -132,7 +132,7 @@ func TestHardeningBadRepliesAreTheStoreFailing(t *testing.T) {
 func TestHardeningBadPushesAreNothing(t *testing.T) {
 	for _, tc := range badReplies {
 		t.Run(tc.name, func(t *testing.T) {
-			clk := retryhttptest.NewClock()
+			clk := newClock()
 			local := store.NewLocal(clk.Now)
 			es := &editStore{Store: local, push: tc.edit}
 			cd := NewCooldown(nil, WithStore(es))
@@ -161,7 +161,7 @@ func TestHardeningBadPushesAreNothing(t *testing.T) {
 // counts as a minute past the Store's now (clampSeq): the other
 // replica's news is heard again a minute later at most, not never.
 func TestHardeningSeqAheadDeafensAMinuteAtMost(t *testing.T) {
-	clk := retryhttptest.NewClock()
+	clk := newClock()
 	es := &editStore{Store: store.NewLocal(clk.Now)}
 	cd := NewCooldown(nil, WithStore(es))
 	tr := New(retryhttptest.NewScript(okReply).WithClock(clk), WithClock(clk), WithCooldown(cd))

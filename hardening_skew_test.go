@@ -44,7 +44,7 @@ func (s *failOnceStore) Apply(ctx context.Context, key string, ops []store.Op) (
 func TestHardeningLocalTakeHasNoMark(t *testing.T) {
 	for _, skew := range []time.Duration{-time.Hour, time.Hour} {
 		t.Run("the Store's clock "+skew.String()+" off", func(t *testing.T) {
-			clk := retryhttptest.NewClock()
+			clk := newClock()
 			fs := &failOnceStore{Store: store.NewLocal(offsetClock{clk, skew}.Now)}
 			cd := NewCooldown(nil, WithStore(fs))
 			counts := retryhttptest.Status(200, openAITokens("1000", "500", "500ms")...)

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/retryhttp/retryhttp/retryhttptest"
 	"github.com/retryhttp/retryhttp/store"
@@ -41,7 +42,7 @@ func (s *flakyStore) Apply(ctx context.Context, key string, ops []store.Op) (sto
 // again, one Warn more. A reply that cannot be true is the Store failing
 // too, and says so.
 func TestHardeningStoreFailingIsLogged(t *testing.T) {
-	clk := retryhttptest.NewClock()
+	clk := newClock()
 	fs := &flakyStore{Local: store.NewLocal(clk.Now)}
 	log, logs := logSink()
 	cd := NewCooldown(nil, WithStore(fs))
@@ -75,11 +76,15 @@ func TestHardeningStoreFailingIsLogged(t *testing.T) {
 	entry := logs.FilterMessage(msgStoreFailing).All()[0]
 	assert.Equal(t, errFlaky.Error(), entry.ContextMap()["error"], "with the error's text")
 	fs.down.Store(false)
+	calls(1)
+	assert.Equal(t, []string{warn}, failing(), "not back until it has worked storeSettle")
+	clk.Add(storeSettle)
 	calls(3)
 	assert.Equal(t, []string{warn, info}, failing(), "back: one Info")
 	fs.down.Store(true)
 	calls(2)
 	fs.down.Store(false)
+	clk.Add(storeSettle)
 	calls(1)
 	assert.Equal(t, []string{warn, info, warn, info}, failing(), "each change once")
 
@@ -97,4 +102,32 @@ func TestHardeningStoreFailingIsLogged(t *testing.T) {
 		require.Len(t, got, 1)
 		assert.Equal(t, errBadReply.Error(), got[0].ContextMap()["error"])
 	})
+}
+
+// TestStoreFalteringIsLoggedOnce: a Store that fails every other Apply
+// (a loaded Redis missing its bound) is failing, said once, not twice an
+// Apply; once it has worked for storeSettle, it is back, said once.
+func TestStoreFalteringIsLoggedOnce(t *testing.T) {
+	clk := newClock()
+	fs := &flakyStore{Local: store.NewLocal(clk.Now)}
+	log, logs := logSink()
+	cd := NewCooldown(nil, WithStore(fs))
+	tr := New(retryhttptest.NewScript(reply(429, "Retry-After", "1"), okReply).WithClock(clk), WithClock(clk), WithCooldown(cd), WithLogger(log))
+	for i := range 200 {
+		fs.down.Store(i%2 == 1)
+		clk.Add(50 * time.Millisecond)
+		resp, err := tr.RoundTrip(getReq(context.Background()))
+		require.NoError(t, err)
+		resp.Body.Close()
+	}
+	assert.Equal(t, 1, logs.FilterMessage(msgStoreFailing).Len(), "failing, once")
+	assert.Zero(t, logs.FilterMessage(msgStoreBack).Len(), "never working for a second")
+	fs.down.Store(false)
+	for range 30 {
+		clk.Add(50 * time.Millisecond)
+		resp, err := tr.RoundTrip(getReq(context.Background()))
+		require.NoError(t, err)
+		resp.Body.Close()
+	}
+	assert.Equal(t, 1, logs.FilterMessage(msgStoreBack).Len(), "back, once")
 }

@@ -88,7 +88,7 @@ func TestHardeningOneCallOwesAtMostTheBucket(t *testing.T) {
 }
 
 func oweAtMostTheBucket(t *testing.T, arm []retryhttptest.Reply, cc costlyCall, answer retryhttptest.Reply, shared bool) {
-	clk := retryhttptest.NewClock()
+	clk := newClock()
 	cd, next := NewCooldown(nil), (*Cooldown)(nil)
 	if shared {
 		local := store.NewLocal(clk.Now)

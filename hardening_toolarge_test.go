@@ -58,7 +58,7 @@ func TestHardeningTooLargeSaysNothingOfTheLimit(t *testing.T) {
 	for _, shared := range []bool{false, true} {
 		name := map[bool]string{false: "one process", true: "a fleet on a store.Local"}[shared]
 		t.Run(name+": a key not watched", func(t *testing.T) {
-			clk := retryhttptest.NewClock()
+			clk := newClock()
 			cd, other := tooLargeCooldowns(clk, shared)
 			tr := New(retryhttptest.NewScript(tooLarge429()).WithClock(clk), WithClock(clk), WithCooldown(cd))
 			resp, err := tr.RoundTrip(postOf(context.Background(), 160000))
@@ -69,7 +69,7 @@ func TestHardeningTooLargeSaysNothingOfTheLimit(t *testing.T) {
 			assert.Zero(t, other.size(), "nothing heard by the other replica")
 		})
 		t.Run(name+": a token lane paced", func(t *testing.T) {
-			clk := retryhttptest.NewClock()
+			clk := newClock()
 			cd, other := tooLargeCooldowns(clk, shared)
 			arm := New(retryhttptest.NewScript(tokens429("tokens"), okReply).WithClock(clk), WithClock(clk), WithCooldown(cd))
 			resp, err := arm.RoundTrip(postOf(context.Background(), 4000))

@@ -30,7 +30,7 @@ func TestHearWhatHoldsEveryCall(t *testing.T) {
 		{"retryDelay 1s and Retry-After: 2: every call, 2 s", jsonReply(429, retryInfo(`"1s"`), "Retry-After", "2"), 2 * time.Second},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			clk := retryhttptest.NewClock()
+			clk := newClock()
 			cd := NewCooldown(nil)
 			tr := New(retryhttptest.NewScript(tc.first).WithClock(clk), WithClock(clk), WithCooldown(cd), WithMaxRetries(0))
 			resp, err := tr.RoundTrip(newRequest(t, context.Background(), "POST", api+"/v1beta/models/gemini:generateContent", []byte("{}")))
@@ -51,7 +51,7 @@ func TestHearWhatHoldsEveryCall(t *testing.T) {
 // measured from when the 200 came.
 func TestHearSuccessOfAWatchedKey(t *testing.T) {
 	const api = "https://api.anthropic.com"
-	clk := retryhttptest.NewClock()
+	clk := newClock()
 	cd := NewCooldown(nil)
 	script := retryhttptest.NewScript(
 		reply(429, "Retry-After", "1"), // limits the key, holds only its own call

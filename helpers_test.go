@@ -40,7 +40,7 @@ func reply(code int, headerKV ...string) retryhttptest.Reply {
 // scripted returns a Transport over a Script of rs, both on a fresh kit
 // Clock, with noJitter's exact waits unless opts say otherwise.
 func scripted(rs replies, opts ...Option) (*retryhttptest.Clock, *retryhttptest.Script, *Transport) {
-	clk := retryhttptest.NewClock()
+	clk := newClock()
 	script := retryhttptest.NewScript(rs...).WithClock(clk)
 	return clk, script, New(script, append([]Option{WithClock(clk), WithBackoff(noJitter)}, opts...)...)
 }

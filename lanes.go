@@ -37,10 +37,13 @@ func laneOf(r *store.Record, l laneID) *store.Lane {
 
 // isIdle reports whether the state of a key has nothing left to say at now:
 // on every lane no hold, its bucket full (nobody waiting for a slot), and
-// no limit for pace.IdleAfter; its circuit closed, and no failure in its row
-// for pace.IdleAfter.
+// no limit for pace.IdleAfter; its circuit past its Open time by
+// pace.IdleAfter with no probe out (an open circuit nobody calls goes: the
+// next call is its probe), or closed with no failure in its row for
+// store.KeepFor (a row lives that long: store.Apply's OpFail).
 func isIdle(r *store.Record, now time.Time) bool {
-	if c := &r.Circuit; c.IsOpen() || c.Failures > 0 && now.Sub(c.Last) < pace.IdleAfter {
+	if c := &r.Circuit; c.IsOpen() && (now.Before(c.Open.Add(pace.IdleAfter)) || now.Before(c.Probe)) ||
+		!c.IsOpen() && c.Failures > 0 && now.Before(c.Last.Add(store.KeepFor)) {
 		return false
 	}
 	for l := range r.Lanes {

@@ -26,9 +26,13 @@ func TestIsIdleEdges(t *testing.T) {
 		idle bool
 	}{
 		{"nothing", store.Record{}, true},
-		{"a failure IdleAfter ago", store.Record{Circuit: store.Circuit{Failures: 1, Last: just}}, true},
-		{"a failure just after", store.Record{Circuit: store.Circuit{Failures: 1, Last: recent}}, false},
+		{"a failure KeepFor ago", store.Record{Circuit: store.Circuit{Failures: 1, Last: now.Add(-store.KeepFor)}}, true},
+		{"a failure just after", store.Record{Circuit: store.Circuit{Failures: 1, Last: now.Add(-store.KeepFor + time.Nanosecond)}}, false},
 		{"no failures, a Last just after", store.Record{Circuit: store.Circuit{Last: recent}}, true},
+		{"open, IdleAfter past its Open", store.Record{Circuit: store.Circuit{Failures: 5, Last: recent, Open: just}}, true},
+		{"open, just after", store.Record{Circuit: store.Circuit{Failures: 5, Open: recent}}, false},
+		{"open past it, its probe out", store.Record{Circuit: store.Circuit{Failures: 5, Open: just, Probe: now.Add(time.Nanosecond)}}, false},
+		{"open past it, its probe's lease over", store.Record{Circuit: store.Circuit{Failures: 5, Open: just, Probe: now}}, true},
 		{"a limit IdleAfter ago", store.Record{Lanes: []store.Lane{{Limited: just}}}, true},
 		{"a limit just after", store.Record{Lanes: []store.Lane{{Limited: recent}}}, false},
 	} {

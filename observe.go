@@ -108,7 +108,7 @@ var noLevel = zap.LevelEnablerFunc(func(zapcore.Level) bool { return false })
 // a paced slot. Both are the Cooldown doing its work, not a fault: an
 // operator leaves Warn on, and a healthy fleet paced by a provider's limit
 // wrote ten Warn lines a second. Sampled per provider (sampled).
-func logHold(cfg *config, r *http.Request, wait time.Duration, fromHold bool) {
+func logHold(cfg *config, r *http.Request, key string, wait time.Duration, fromHold bool) {
 	level := zap.DebugLevel
 	if fromHold {
 		level = zap.InfoLevel
@@ -121,12 +121,24 @@ func logHold(cfg *config, r *http.Request, wait time.Duration, fromHold bool) {
 	if !ok {
 		return
 	}
-	ce.Write(countOf(n,
+	fields := make([]zap.Field, 0, 6)
+	fields = append(fields,
 		zap.Int64("wait_ms", wait.Milliseconds()),
 		zap.String("wait_from", FromCooldown.String()),
 		zap.String("method", r.Method),
 		zap.String("url", safeURL(r.URL)),
-	)...)
+	)
+	ce.Write(countOf(n, keyField(fields, key)...)...)
+}
+
+// keyField appends the Cooldown key of the call an entry is about, when it
+// says more than the url (a model, KeyByModel; a caller's key function's,
+// hashed: Cooldown.logKey): "" adds nothing.
+func keyField(fields []zap.Field, key string) []zap.Field {
+	if key == "" {
+		return fields
+	}
+	return append(fields, zap.String("key", key))
 }
 
 // countOf appends to fields the count of the entries one written stands
@@ -191,12 +203,12 @@ func errFields(err error) int {
 
 // logRetry writes the Warn entry that makes every retry visible (R14), with
 // ask_from when the try's server asked for a wait.
-func logRetry(l *zap.Logger, r *http.Request, retry, maxRetries, status int, wait time.Duration, from WaitSource, ask askSource, err error) {
+func logRetry(l *zap.Logger, r *http.Request, key string, retry, maxRetries, status int, wait time.Duration, from WaitSource, ask askSource, err error) {
 	ce := l.Check(zap.WarnLevel, msgRetrying)
 	if ce == nil {
 		return
 	}
-	fields := make([]zap.Field, 0, 7+ask.fields()+errFields(err)) // one allocation, no larger than needed
+	fields := make([]zap.Field, 0, 8+ask.fields()+errFields(err)) // one allocation, no larger than needed
 	fields = append(fields,
 		zap.Int("attempt", retry),
 		zap.Int("max", maxRetries),
@@ -209,6 +221,7 @@ func logRetry(l *zap.Logger, r *http.Request, retry, maxRetries, status int, wai
 		zap.String("method", r.Method),
 		zap.String("url", safeURL(r.URL)),
 	)
+	fields = keyField(fields, key)
 	if err != nil {
 		// The text only: zap.Error would add errorVerbose, the error's %+v,
 		// which scrub cannot see into.
@@ -219,8 +232,8 @@ func logRetry(l *zap.Logger, r *http.Request, retry, maxRetries, status int, wai
 
 // logGiveUp writes the give-up entry of a call that stops before a try is
 // sent (a Cooldown's hold, cooldown_call.go): no server asked anything of it.
-func logGiveUp(cfg *config, r *http.Request, reason Outcome, tries int, waited time.Duration, status int, err error) {
-	logGiveUpAfter(cfg, r, reason, tries, waited, status, askNone, err)
+func logGiveUp(cfg *config, r *http.Request, key string, reason Outcome, tries int, waited time.Duration, status int, err error) {
+	logGiveUpAfter(cfg, r, key, reason, tries, waited, status, askNone, err)
 }
 
 // logGiveUpAfter writes the one Warn entry of a call that stops after a
@@ -229,7 +242,7 @@ func logGiveUp(cfg *config, r *http.Request, reason Outcome, tries int, waited t
 // second per provider, with the count of those it stands for (a caller's
 // loop around calls that fail at once wrote 13,147 Warn lines in one
 // second).
-func logGiveUpAfter(cfg *config, r *http.Request, reason Outcome, tries int, waited time.Duration, status int, ask askSource, err error) {
+func logGiveUpAfter(cfg *config, r *http.Request, key string, reason Outcome, tries int, waited time.Duration, status int, ask askSource, err error) {
 	ce := cfg.logger.Check(zap.WarnLevel, msgGivingUp)
 	if ce == nil {
 		return
@@ -238,7 +251,7 @@ func logGiveUpAfter(cfg *config, r *http.Request, reason Outcome, tries int, wai
 	if !ok {
 		return
 	}
-	fields := make([]zap.Field, 0, 6+ask.fields()+errFields(err)) // one allocation, no larger than needed
+	fields := make([]zap.Field, 0, 7+ask.fields()+errFields(err)) // one allocation, no larger than needed
 	fields = append(fields,
 		zap.String("reason", reason.String()),
 		zap.Int("tries", tries),
@@ -247,6 +260,7 @@ func logGiveUpAfter(cfg *config, r *http.Request, reason Outcome, tries int, wai
 	)
 	fields = ask.appendTo(fields)
 	fields = append(fields, zap.String("url", safeURL(r.URL)))
+	fields = keyField(fields, key)
 	if err != nil {
 		// The text only: zap.Error would add errorVerbose, the error's %+v,
 		// which scrub cannot see into.

@@ -162,7 +162,7 @@ func TestQuotaRefusalWithBudgetIsRateLimited(t *testing.T) {
 		body = &ttClosed{Reader: resp.Body}
 		resp.Body = body
 	}}
-	tr := New(base, WithClock(retryhttptest.NewClock()), WithQuota(qtRefusing()))
+	tr := New(base, WithClock(newClock()), WithQuota(qtRefusing()))
 	ctx := WithBudget(context.Background(), NewBudget(PublicTierMaxWait))
 
 	resp, err := tr.RoundTrip(newRequest(t, ctx, http.MethodGet, "https://api.example.com/v1/models", nil))

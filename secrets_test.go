@@ -163,7 +163,7 @@ func TestSecretsNeverWritten(t *testing.T) {
 // checkSecretsNeverWritten runs tc's call and looks for a secret in
 // every log entry, Attempt and error it leaves.
 func checkSecretsNeverWritten(t *testing.T, tc secretsTest) {
-	clk := retryhttptest.NewClock()
+	clk := newClock()
 	base := roundTripperFunc(func(r *http.Request) (*http.Response, error) { return tc.step(clk, r) })
 	log, logs := logSink()
 	var seen ttAttempts
@@ -245,7 +245,7 @@ func TestSecretsPermanentError(t *testing.T) {
 			return tlsErr(r)
 		})
 		log, logs := logSink()
-		tr := New(base, WithClock(retryhttptest.NewClock()), WithBackoff(noJitter), WithLogger(log))
+		tr := New(base, WithClock(newClock()), WithBackoff(noJitter), WithLogger(log))
 		_, err := tr.RoundTrip(secRequest(t, context.Background()))
 		var e *Error
 		require.ErrorAs(t, err, &e)
@@ -284,7 +284,7 @@ func TestSecretsInOtherSpellings(t *testing.T) {
 			})
 			log, logs := logSink()
 			var seen ttAttempts
-			tr := New(base, WithClock(retryhttptest.NewClock()), WithBackoff(noJitter), WithLogger(log), WithObserver(seen.observe))
+			tr := New(base, WithClock(newClock()), WithBackoff(noJitter), WithLogger(log), WithObserver(seen.observe))
 			_, err := tr.RoundTrip(newRequest(t, context.Background(), http.MethodPost, tc.url, []byte(secReqBody)))
 			require.Error(t, err)
 			secCheck(t, "RoundTrip's error", err.Error())

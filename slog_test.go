@@ -202,7 +202,7 @@ func TestWithSlogSecrets(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			var buf bytes.Buffer
 			log := slog.New(slog.NewJSONHandler(&buf, nil))
-			tr := New(roundTripperFunc(tc.base), WithClock(retryhttptest.NewClock()), WithBackoff(noJitter), WithSlog(log))
+			tr := New(roundTripperFunc(tc.base), WithClock(newClock()), WithBackoff(noJitter), WithSlog(log))
 			if resp, _ := tr.RoundTrip(secRequest(t, context.Background())); resp != nil {
 				resp.Body.Close()
 			}

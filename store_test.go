@@ -3,6 +3,8 @@ package retryhttp
 import (
 	"context"
 	"errors"
+	"fmt"
+	"net/http"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -28,7 +30,7 @@ func (f *failingStore) Listen(func(string, store.State)) func() { return func() 
 // op, a Cooldown goes on with what its process knows (R24): no call fails,
 // and the key is still held and paced.
 func TestStoreFailingIsNotTheProviderFailing(t *testing.T) {
-	clk := retryhttptest.NewClock()
+	clk := newClock()
 	fs := &failingStore{}
 	cd := NewCooldown(nil, WithStore(fs))
 	script := retryhttptest.NewScript(retryhttptest.Status(429, "Retry-After", "2"), retryhttptest.Status(200)).WithClock(clk)
@@ -72,7 +74,7 @@ func (c offsetClock) Now() time.Time { return c.Clock.Now().Add(c.d) }
 // a hold armed by one holds the other's calls exactly, and a paced send is
 // one Apply: the news of its answer go with the next take.
 func TestStoreSharedOnAnotherClock(t *testing.T) {
-	clk := retryhttptest.NewClock()
+	clk := newClock()
 	sk := &skewedStore{Store: store.NewLocal(offsetClock{clk, time.Hour}.Now)}
 	a, b := NewCooldown(nil, WithStore(sk)), NewCooldown(nil, WithStore(sk))
 	script := retryhttptest.NewScript(retryhttptest.Status(429, "Retry-After", "20"), retryhttptest.Status(200)).WithClock(clk)
@@ -91,4 +93,63 @@ func TestStoreSharedOnAnotherClock(t *testing.T) {
 	resp.Body.Close()
 	assert.Equal(t, []time.Duration{20 * time.Second}, clk.Waits(), "held exactly, across the clocks")
 	assert.Equal(t, int64(1), sk.applies.Load()-before, "a paced send is one Apply")
+}
+
+// skewedLocal is a store.Local whose clock is clk's plus skew: a Store
+// whose times, moved onto a process's clock, carry nanoseconds.
+func skewedLocal(clk *retryhttptest.Clock, skew time.Duration) *store.Local {
+	return store.NewLocal(func() time.Time { return clk.Now().Add(skew) })
+}
+
+// TestStoreFalteringKeepsWhatTheFleetSaid: what the process last heard from
+// the fleet stays its state while the Store fails (R24): a fleet's 20 s
+// hold is still waited, and an open circuit still refuses, whatever the
+// skew between the Store's clock and the process's (an offset with
+// nanoseconds once made the state junk to the process's own Apply).
+func TestStoreFalteringKeepsWhatTheFleetSaid(t *testing.T) {
+	for _, skew := range []time.Duration{0, 1234567 * time.Nanosecond, -time.Hour - 999*time.Nanosecond} {
+		t.Run(fmt.Sprint("skew ", skew), func(t *testing.T) {
+			clk := newClock()
+			clk.Add(777) // the process's clock has nanoseconds, as a real one has
+			fs := &flakyStore{Local: skewedLocal(clk, skew)}
+			log, logs := logSink()
+			circuit := WithCircuit(Circuit{Failures: 2, Open: time.Minute})
+			a := NewCooldown(nil, WithStore(fs), circuit)
+			b := NewCooldown(nil, WithStore(fs), circuit)
+			a.id, b.id = 1, 2 // two processes (one Store value in one process is one)
+			defer a.Close()
+			defer b.Close()
+			trA := New(retryhttptest.NewScript(reply(429, "Retry-After", "20"), reply(503)).WithClock(clk), WithClock(clk), WithCooldown(a), WithMaxRetries(0))
+			scriptB := retryhttptest.NewScript(reply(503), okReply).WithClock(clk)
+			trB := New(scriptB, WithClock(clk), WithCooldown(b), WithMaxRetries(0), WithLogger(log))
+			closeResp(trA.RoundTrip(getReq(context.Background())))
+			require.WithinDuration(t, clk.Now().Add(20*time.Second), b.Until(origin), time.Millisecond, "b heard the fleet's hold")
+
+			fs.down.Store(true)
+			clk.Add(time.Millisecond)
+			_, err := trB.RoundTrip(getReq(WithBudget(context.Background(), NewBudget(time.Second))))
+			assert.ErrorIs(t, err, ErrRateLimited, "the hold b heard still holds it")
+			assert.Zero(t, scriptB.Len(), "b sent nothing")
+
+			fs.down.Store(false)
+			clk.Add(20 * time.Second)
+			closeResp(trA.RoundTrip(getReq(context.Background())))
+			closeResp(trB.RoundTrip(getReq(context.Background())))
+			require.True(t, b.Down(origin), "two processes' failures opened the fleet's circuit")
+			fs.down.Store(true)
+			for range 3 {
+				clk.Add(time.Second)
+				_, err := trB.RoundTrip(getReq(context.Background()))
+				assert.ErrorIs(t, err, ErrUnavailable, "the Store failing, b still refuses")
+			}
+			assert.Equal(t, 1, scriptB.Len())
+			assert.Zero(t, logs.FilterMessage(msgCircuitClosed).Len(), "and never logs it closed")
+		})
+	}
+}
+
+func closeResp(resp *http.Response, err error) {
+	if err == nil {
+		resp.Body.Close()
+	}
 }

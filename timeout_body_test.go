@@ -8,7 +8,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/retryhttp/retryhttp/retryhttptest"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -101,7 +100,7 @@ func (d *ttDuplex) Close() error             { d.closed = true; return nil }
 
 func TestTryTimeoutKeepsUpgradedBodyWritable(t *testing.T) {
 	ttNoLeak(t)
-	clk := retryhttptest.NewClock()
+	clk := newClock()
 	duplex := &ttDuplex{}
 	var tryCtx context.Context
 	base := roundTripperFunc(func(r *http.Request) (*http.Response, error) {

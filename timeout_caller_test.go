@@ -8,7 +8,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/retryhttp/retryhttp/retryhttptest"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -72,7 +71,7 @@ var callerEndCases = []callerEndCase{
 func TestCallerEndIsTheCause(t *testing.T) {
 	for _, tc := range callerEndCases {
 		t.Run(tc.name, func(t *testing.T) {
-			clk := retryhttptest.NewClock()
+			clk := newClock()
 			ctx, cancel := context.WithCancelCause(context.Background())
 			defer cancel(nil)
 			if tc.deadline > 0 {

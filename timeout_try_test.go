@@ -36,7 +36,7 @@ type timerClock struct {
 	timers []*clock.Timer
 }
 
-func newTimerClock() *timerClock { return &timerClock{Clock: retryhttptest.NewClock()} }
+func newTimerClock() *timerClock { return &timerClock{Clock: newClock()} }
 
 func (c *timerClock) AfterFunc(d time.Duration, f func()) *clock.Timer {
 	tm := c.Clock.AfterFunc(d, f)
@@ -169,7 +169,7 @@ func (b *ttClosed) isClosed() bool {
 func TestTryTimeoutFiresAsHeadersArrive(t *testing.T) {
 	ttNoLeak(t)
 	const d = 5 * time.Second
-	clk := retryhttptest.NewClock()
+	clk := newClock()
 	late := &ttClosed{Reader: strings.NewReader("late")}
 	var tries int
 	base := roundTripperFunc(func(r *http.Request) (*http.Response, error) {

@@ -83,10 +83,11 @@ func TestCallerBodyClosedOnEveryPath(t *testing.T) {
 		r, _ := http.NewRequestWithContext(ctx, "POST", "https://api.example.com/v1", b)
 		return r
 	}
-	clk := retryhttptest.NewClock() // nothing here waits: every call is sent at once or not at all
+	clk := newClock() // nothing here waits: every call is sent at once or not at all
 	// cooling: api.example.com cools for an hour.
 	watchedKey := func() *Cooldown {
 		cd := NewCooldown(nil)
+		cd.bind(clk, nil)
 		holdFor(cd, "https://api.example.com", clk.Now(), time.Hour)
 		return cd
 	}
@@ -154,7 +155,7 @@ func TestFailedResponseDrainedAndClosed(t *testing.T) {
 					resp.Body, resp.ContentLength = failed, tt.contentLength
 				}
 			}}
-			resp, err := New(base, WithClock(retryhttptest.NewClock())).RoundTrip(newRequest(t, context.Background(), "GET", "https://api.example.com", nil))
+			resp, err := New(base, WithClock(newClock())).RoundTrip(newRequest(t, context.Background(), "GET", "https://api.example.com", nil))
 			require.NoError(t, err)
 			resp.Body.Close()
 			assert.Equal(t, tt.wantRead, failed.read.Load(), "bytes read of the failed body")
@@ -190,7 +191,7 @@ func TestLoopbackConnectionReuse(t *testing.T) {
 	base := &http.Transport{}
 	defer base.CloseIdleConnections()
 
-	clk := retryhttptest.NewClock()
+	clk := newClock()
 	resp, err := New(base, WithClock(clk)).RoundTrip(newRequest(t, context.Background(), "GET", srv.URL+"/v1", nil))
 	require.NoError(t, err)
 	body, _ := io.ReadAll(resp.Body)

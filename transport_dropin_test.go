@@ -40,7 +40,7 @@ func TestFirstTrySendsCallerRequest(t *testing.T) {
 func TestRetriesSendClonesAndNeverTouchTheCaller(t *testing.T) {
 	payload := make([]byte, 1<<20)
 	rand.Read(payload)
-	clk := retryhttptest.NewClock()
+	clk := newClock()
 	script := retryhttptest.NewScript(reply(503), retryhttptest.Fail(errRefused), reply(200))
 	base := &spy{script: script}
 	tr := New(base, WithClock(clk))
@@ -100,7 +100,7 @@ func TestBaseContractViolations(t *testing.T) {
 // the retry path never calls it (R1).
 func TestCloseIdleConnections(t *testing.T) {
 	base := &idleCounter{Script: retryhttptest.NewScript(reply(503), reply(503), reply(200))}
-	tr := New(base, WithClock(retryhttptest.NewClock()))
+	tr := New(base, WithClock(newClock()))
 	resp, err := tr.RoundTrip(newRequest(t, context.Background(), "GET", "https://api.example.com", nil))
 	require.NoError(t, err)
 	resp.Body.Close()

@@ -147,7 +147,7 @@ func TestCallerCancelIsNeverRetried(t *testing.T) {
 		tries++
 		return nil, r.Context().Err()
 	})
-	_, err := New(base, WithClock(retryhttptest.NewClock())).RoundTrip(newRequest(t, ctx, "GET", "https://api.example.com", nil))
+	_, err := New(base, WithClock(newClock())).RoundTrip(newRequest(t, ctx, "GET", "https://api.example.com", nil))
 	assert.Equal(t, context.Canceled, err, "the base's error, unchanged")
 	assert.Equal(t, 1, tries)
 }

@@ -21,7 +21,7 @@ import (
 // with the request's context and a URL free of query and userinfo.
 func TestObserver(t *testing.T) {
 	const tryTime = 250 * time.Millisecond
-	clk := retryhttptest.NewClock()
+	clk := newClock()
 	script := retryhttptest.NewScript(reply(503), reply(429, "Retry-After", "5"), reply(200)).WithClock(clk)
 	slow := roundTripperFunc(func(r *http.Request) (*http.Response, error) {
 		clk.Add(tryTime) // the try itself takes time on the injected clock
@@ -130,7 +130,7 @@ func TestObserverPanicLeaksNothing(t *testing.T) {
 				fresh = &trackedBody{r: strings.NewReader("{}")}
 				return fresh, nil
 			}
-			tr := New(base, WithClock(retryhttptest.NewClock()), WithObserver(func(context.Context, Attempt) { panic("observer bug") }))
+			tr := New(base, WithClock(newClock()), WithObserver(func(context.Context, Attempt) { panic("observer bug") }))
 			assert.PanicsWithValue(t, "observer bug", func() { _, _ = tr.RoundTrip(req) })
 			assert.EqualValues(t, 1, respBody.closed.Load(), "the try's response is closed")
 			if tc.status != 200 {

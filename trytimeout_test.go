@@ -8,7 +8,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/retryhttp/retryhttp/retryhttptest"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -20,7 +19,7 @@ import (
 // (R1: a response or an error, never both, nor neither).
 func TestTryTimeoutAndCallerEndTogether(t *testing.T) {
 	const d = 5 * time.Second
-	clk := retryhttptest.NewClock()
+	clk := newClock()
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	late := &trackedBody{r: strings.NewReader("late")}

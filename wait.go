@@ -81,19 +81,38 @@ func rewindBody(req *http.Request) (body io.ReadCloser, ok bool) {
 // that stalls (readAhead.Close ends its read, without waiting for it).
 // from is the try the response came from.
 func discard(ctx context.Context, resp *http.Response, bound time.Duration, from sentTry) {
+	drain(ctx, resp, bound, from, false)
+}
+
+// drain is discard, which with keep returns the body when it was read
+// whole (its end within maxDrain and bound): the bytes of a response that
+// may yet be handed back (a retry that a circuit refuses, R25); nil
+// otherwise. Without keep it returns nil.
+func drain(ctx context.Context, resp *http.Response, bound time.Duration, from sentTry, keep bool) []byte {
 	ra, ok := resp.Body.(*readAhead)
 	switch {
 	case ok:
 		bound = 0 // read ahead before the decision, it has had its bodyTimeout
 	case resp.Body == http.NoBody || resp.ContentLength == 0:
 		_ = resp.Body.Close() // nothing to drain: no goroutine for it
-		return
+		if keep {
+			return []byte{}
+		}
+		return nil
 	case resp.ContentLength > maxDrain:
 		_ = resp.Body.Close() // too long to drain: the connection goes
-		return
+		return nil
 	default:
-		ra = startReadAhead(resp.Body, false, from)
+		ra = startReadAhead(resp.Body, keep, from)
 	}
 	ra.wait(ctx, bound)
+	var whole []byte
+	if keep && ra.keep && ra.finished() && ra.err == io.EOF && ra.off == 0 {
+		whole = ra.buf // the goroutine is done with it
+		if whole == nil {
+			whole = []byte{}
+		}
+	}
 	_ = ra.Close()
+	return whole
 }

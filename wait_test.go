@@ -116,7 +116,7 @@ func TestCancelAsTheTimerFires(t *testing.T) {
 				parent, cancel := context.WithCancel(WithBudget(context.Background(), budget))
 				defer cancel()
 				ctx := &endingCtx{Context: parent, cancel: cancel}
-				kit := retryhttptest.NewClock()
+				kit := newClock()
 				clk := &endingClock{Clock: kit, ctx: ctx, both: both}
 				base := &spy{script: retryhttptest.NewScript(first, reply(200)).WithClock(kit)}
 				log, logs := logSink()
@@ -165,7 +165,7 @@ func (cancelingBody) Close() error { return nil }
 func TestCancelDuringTheDrain(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		const spent = 100 * time.Millisecond // of noJitter's 400ms
-		clk := retryhttptest.NewClock()
+		clk := newClock()
 		budget := NewBudget(PublicTierMaxWait)
 		ctx, cancel := context.WithCancel(WithBudget(context.Background(), budget))
 		defer cancel()

@@ -95,6 +95,14 @@ func NewClock() *Clock {
 	return &Clock{now: time.Now().Truncate(time.Second)} // Truncate also drops the monotonic reading
 }
 
+// NewClockAt returns a Clock set to start: a test of what the transport does
+// whatever the instant (the Unix epoch, where clock.NewMock starts, or one
+// before it) starts there. Real context deadlines are then far from it: give
+// requests deadlines on the Clock (WithTimeout, WithDeadline).
+func NewClockAt(start time.Time) *Clock {
+	return &Clock{now: start.Round(0)} // Round(0) drops the monotonic reading
+}
+
 // Waits returns every wait taken on the clock, in order: each Timer, After
 // and Sleep, with the duration asked. For the transport that is every
 // backoff, Retry-After and Cooldown hold, and never a per-try timeout.

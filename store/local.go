@@ -5,6 +5,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/retryhttp/retryhttp/internal/anchor"
 )
 
 // Local is the in-process Store: its keys' Records in a map, each under
@@ -37,12 +39,13 @@ type localKey struct {
 const sweepEvery = time.Second
 
 // NewLocal returns an empty Local on the clock now (nil: time.Now, which
-// inside a testing/synctest bubble is the bubble's).
+// inside a testing/synctest bubble is the bubble's). Any instant now gives
+// works, the Unix epoch where clock.NewMock starts among them: the Local's
+// own clock is now's moved by whole seconds to where a Record can hold
+// its instants (by nothing from 1971 to 2200), and a Cooldown reads a
+// Store's times against the Store's now.
 func NewLocal(now func() time.Time) *Local {
-	if now == nil {
-		now = time.Now
-	}
-	return &Local{now: now, keys: make(map[string]*localKey), listeners: make(map[int]func(string, State))}
+	return &Local{now: anchor.New(now).Now, keys: make(map[string]*localKey), listeners: make(map[int]func(string, State))}
 }
 
 // Apply applies ops to key's Record with Apply, and hands the State to

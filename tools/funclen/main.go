@@ -1,7 +1,9 @@
 // Command funclen lists the functions longer than -max lines (80 unless
-// told), counted from the func keyword to the closing brace, and the files
-// longer than -maxfile lines (450 unless told), in the .go files under the
-// given directories (the current one unless told). Test files are left out
+// told), counted from the func keyword to the closing brace, in the .go
+// files under the given directories (the current one unless told), and,
+// with -maxfile, the files longer than that. A file has no cap by default:
+// it is as long as its one idea (STYLE.md); a function's length is the
+// limit worth keeping, and a cap on files split them mechanically. Test files are left out
 // unless -tests; testdata, vendor and directories whose names begin with "."
 // or "_" always are, as the go command leaves them out. It prints one line
 // per function, longest first, then one per file, longest first, and
@@ -35,7 +37,7 @@ type long struct {
 
 func main() {
 	maxLines := flag.Int("max", 80, "the longest a function may be, in lines")
-	maxFile := flag.Int("maxfile", 450, "the longest a file may be, in lines")
+	maxFile := flag.Int("maxfile", 0, "the longest a file may be, in lines; 0: no cap")
 	tests := flag.Bool("tests", false, "include _test.go files")
 	flag.Parse()
 	dirs := flag.Args()
@@ -62,7 +64,7 @@ func main() {
 			if err != nil {
 				return err
 			}
-			if n := lines(src); n > *maxFile {
+			if n := lines(src); *maxFile > 0 && n > *maxFile {
 				files = append(files, long{where: path, name: "file", lines: n})
 			}
 			f, err := parser.ParseFile(fset, path, src, parser.SkipObjectResolution)
