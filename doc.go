@@ -43,18 +43,21 @@
 // has limited the client, every call to it is paced by each limit it states,
 // requests and tokens ([WithTokens], [EstimateTokens]), at its rate (the
 // provider's own, from its counts, or one learned from its 429s), each wait
-// fitted to the deadline and the Budget. A [Store] ([WithStore]) shares a
-// Cooldown's state with the other replicas of a backend, so that together
-// they send at the provider's rate (package
-// github.com/retryhttp/retryhttp/retryredis keeps it on Redis).
+// fitted to the deadline and the Budget. A Store ([WithStore], the contract
+// of package [github.com/retryhttp/retryhttp/store]) shares a Cooldown's
+// state with the other replicas of a backend, so that together they send at
+// the provider's rate (package github.com/retryhttp/retryhttp/retryredis
+// keeps it on Redis). With [WithCircuit], a Cooldown also stops sending to a
+// provider that is down, and its calls fail at once with [ErrUnavailable].
 //
 // # Seeing the retries
 //
-// The logger (WithLogger) gets a zap Warn entry before every wait and when
-// the transport gives up after a failed try (a program that logs with
-// log/slog gives its *slog.Logger to WithSlog instead, for the same entries
-// as slog records); an [Observer] (WithObserver)
-// gets an [Attempt] for every try, before any wait. An [*Error] says why the
+// The logger (WithLogger) gets a zap Warn entry before every retry's wait
+// and when the transport gives up after a failed try, and an Info or Debug
+// entry when a Cooldown holds a call (a program that logs with log/slog
+// gives its *slog.Logger to WithSlog instead, for the same entries as slog
+// records); an [Observer] (WithObserver) gets an [Attempt] for every try,
+// before any wait. An [*Error] says why the
 // transport stopped (an [Outcome]) and unwraps to the cause. [ResendCount]
 // tells a RoundTripper below the retries how many tries of the call went
 // before. Nothing the library writes holds a query string, userinfo, a
@@ -62,7 +65,7 @@
 //
 // # Rules
 //
-// What the transport does is set down as rules R1 to R24 in [RULES.md], at
+// What the transport does is set down as rules R1 to R25 in [RULES.md], at
 // the root of the repository; the documentation of each name cites them by
 // number, as in "(R4)".
 //

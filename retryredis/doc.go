@@ -40,9 +40,9 @@
 // answer in time returns an error, and the Cooldown goes on with its own
 // state for that call: no call fails, or waits past the bound, because of
 // Redis. After 3 failures in a row the breaker skips Redis for 500 ms,
-// then lets one operation try (WithBreaker); each opening and closing is
-// one zap Warn. When Redis is back the Cooldowns push back what it lost
-// (rates, holds) with their next operations, and the fleet paces together
+// then lets one operation try (WithBreaker); its opening is one zap Warn,
+// its closing one Info. When Redis is back the Cooldowns push back what it
+// lost (rates, holds) with their next operations, and the fleet paces together
 // again within a second. Data at a key that does not parse (another type,
 // a record cut short or out of range) is read as nothing and overwritten.
 //

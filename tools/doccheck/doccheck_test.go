@@ -90,18 +90,26 @@ func TestCheck(t *testing.T) {
 		}, nil},
 		{"a test that does not exist", map[string]string{
 			"README.md": "`TestCooldownOneProbeFirst` and TestInTestdata\n",
-			"RULES.md":  "# Rules\nFuzzNothing, BenchmarkNone/sub\n",
-		}, []string{"README.md:1: TestCooldownOneProbeFirst", "README.md:1: TestInTestdata", "RULES.md:2: FuzzNothing", "RULES.md:2: BenchmarkNone"}},
+			"RULES.md":  "# Rules\n## R1. Drop-in\nFuzzNothing, BenchmarkNone/sub\n",
+		}, []string{"README.md:1: TestCooldownOneProbeFirst", "README.md:1: TestInTestdata", "RULES.md:3: FuzzNothing", "RULES.md:3: BenchmarkNone"}},
 		{"a file that does not exist", map[string]string{
 			"README.md": "cooldown_hostile_test.go, `bench/goodput.sh`, [x](docs/missing.md)\n```sh\ncd bench && ./goodput.sh\n```\n",
 		}, []string{"README.md:1: cooldown_hostile_test.go", "README.md:1: bench/goodput.sh", "README.md:1: docs/missing.md"}},
 		{"an anchor that does not exist", map[string]string{
-			"README.md": "[R17](RULES.md#r17-cooldown), [here](#nowhere)\n",
+			"README.md": "[the Cooldown](RULES.md#r17-cooldown), [here](#nowhere)\n",
 		}, []string{"RULES.md#r17-cooldown: no heading", "#nowhere: no heading"}},
 		{"a number that was not measured", map[string]string{
 			"README.md": "adds 4.1 ns, ×1.20, 96.4%, 3 s, 7 s\n",
 			"docs/a.md": "\n\nwithin 1.28 s, 40 ms\n",
 		}, []string{"README.md:1: 4.1 ns", "README.md:1: ×1.20", "README.md:1: 96.4%", "README.md:1: 3 s", "README.md:1: 7 s", "docs/a.md:3: 1.28 s", "docs/a.md:3: 40 ms"}},
+		{"a rule range, a rule and a level that are not the code's", map[string]string{
+			"RULES.md":     "# Rules\n## R1. Drop-in\n## R2. What is retried\n",
+			"observe.go":   goFile("const msgRetrying = \"llm transient failure — retrying\"\n\nfunc f(l *zap.Logger) { l.Warn(msgRetrying) }\n"),
+			"README.md":    "# retryhttp\nThe rules R1 to R1, and R3.\nEach retry is one Info entry `llm transient failure — retrying`.\n",
+			"CHANGELOG.md": "# Changelog\nThe rules R1 to R1 were; R3; an Info `llm transient failure — retrying`.\n",
+		}, []string{"README.md:2: R1 to R1: RULES.md's rules run R1 to R2", "README.md:2: R3: no rule of RULES.md", `README.md:3: "llm transient failure — retrying" is stated as Info; the code writes it at Warn (observe.go:13)`}},
+		{"RULES.md with no rule", map[string]string{"RULES.md": "# Rules\n"}, []string{"RULES.md: no rule heading"}},
+		{"a msg constant no call writes", map[string]string{"x.go": goFile("const msgX = \"x\"\n")}, []string{`x.go:11:7: msgX ("x"): no logging call writes it`}},
 		{"an exemption no document uses", nil, []string{`exemption "64 KiB"`}},
 	}
 	exempt := []exemption{{"64 KiB", "a limit"}}

@@ -16,7 +16,17 @@
 //     heading of the markdown file it points to;
 //   - in README.md and docs/*.md only, a number quoted as a measurement
 //     that bench/RESULTS.md does not hold (see numbers.go: which numbers
-//     count, how they match, and the few exemptions).
+//     count, how they match, and the few exemptions);
+//   - in every document but CHANGELOG.md (history), a range of the rules
+//     from R1 ("R1 to R24", "R1-R24") that does not end at the last rule
+//     RULES.md defines (its "## R<n>." headings), and a rule cited that it
+//     does not define (rules.go);
+//   - in every document but CHANGELOG.md, a log level stated beside one of
+//     the library's log messages ("a Warn entry `llm rate limit — waiting
+//     for cooldown`") that the library's Go source does not write that
+//     message at; and a msg constant of that source that doccheck finds
+//     written at no level (levels.go says what "beside" is, codelevels.go
+//     how the source is read).
 //
 // It prints nothing when every document holds, and exits 1 when it prints
 // anything, 2 when it cannot read the repository. From the repo root (as CI
@@ -71,14 +81,27 @@ func check(fsys fs.FS, exempt []exemption) ([]string, error) {
 		return nil, fmt.Errorf("the numbers' source: %w", err)
 	}
 	m := newMeasured(string(results), exempt)
+	written, unwritten, err := codeLevels(fsys, r.source)
+	if err != nil {
+		return nil, err
+	}
 	var problems []string
+	defined, last := rules(docs)
+	if last == 0 {
+		problems = append(problems, rulesPath+": no rule heading (## R1. ...): the rules' ranges and citations cannot be checked")
+	}
 	for _, d := range docs {
 		problems = append(problems, r.checkNames(d)...)
 		problems = append(problems, r.checkPaths(d)...)
 		problems = append(problems, r.checkLinks(fsys, d)...)
+		if last > 0 {
+			problems = append(problems, checkRules(d, defined, last)...)
+		}
+		problems = append(problems, written.check(d)...)
 		if d.quotesNumbers {
 			problems = append(problems, m.check(d)...)
 		}
 	}
+	problems = append(problems, unwritten...)
 	return append(problems, m.unused()...), nil
 }

@@ -13,15 +13,21 @@ import (
 // docs/ quote comes from it.
 const resultsPath = "bench/RESULTS.md"
 
+// changelogPath is the history: it states what was, so the checks of what
+// is (the rules' range, the log levels) leave it out.
+const changelogPath = "CHANGELOG.md"
+
 // required are the documents every repository of this shape has; docs/*.md
 // and the doc.go files are read as they are found.
-var required = []string{"README.md", "RULES.md", "CHANGELOG.md"}
+var required = []string{"README.md", rulesPath, changelogPath}
 
 // repo is what the documents may cite: the repository's files and
-// directories, and the test functions its _test.go files declare.
+// directories, and the test functions its _test.go files declare; and the
+// library's Go source, whose log messages they may name.
 type repo struct {
-	paths map[string]bool // slash-separated, from the root; directories too
-	funcs map[string]bool // TestX, BenchmarkX, ExampleX, FuzzX
+	paths  map[string]bool // slash-separated, from the root; directories too
+	funcs  map[string]bool // TestX, BenchmarkX, ExampleX, FuzzX
+	source []string        // the library's .go files (librarySource), in walk order
 }
 
 // testFunc matches a declaration of a test, benchmark, example or fuzz
@@ -40,6 +46,9 @@ func scan(fsys fs.FS) (*repo, error) {
 			return fs.SkipDir
 		}
 		r.paths[p] = true
+		if !d.IsDir() && librarySource(p) {
+			r.source = append(r.source, p)
+		}
 		if d.IsDir() || !strings.HasSuffix(p, "_test.go") || inTestdata(p) {
 			return nil
 		}
