@@ -63,7 +63,7 @@ func TestPing(t *testing.T) {
 	srv.kill()
 	start := time.Now()
 	assert.Error(t, s.Ping(context.Background()))
-	assert.Less(t, time.Since(start), time.Second, "within the bound")
+	assert.Less(t, time.Since(start), 2*200*time.Millisecond+slack, "within twice the bound (Ping dials once to say why)")
 
 	c := redis.NewClient(&redis.Options{Addr: "127.0.0.1:1", ContextTimeoutEnabled: true})
 	t.Cleanup(func() { _ = c.Close() })
