@@ -52,6 +52,7 @@ func (c *Cooldown) apply(ctx context.Context, e *watchedKey, ops []store.Op, rep
 		seq := e.st.Seq // the Store's, not ours: its next reply is newer
 		e.applyLocal(now, unmarked(ops))
 		e.st.Seq = seq
+		e.synced = now // what the process knows is the call's state: for a second, no op to a Store failing
 		e.keepCircuitNews(ops, now)
 		c.noteCircuit(e, now)
 		if reply != nil {
