@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"time"
 
+	"github.com/retryhttp/retryhttp/internal/cooldown"
 	"github.com/retryhttp/retryhttp/internal/signal"
 )
 
@@ -31,28 +32,22 @@ type call struct {
 	p          progress       // what an *Error reports
 	last       *http.Response // the last try's response, drained whole, while a retry may be refused (R25)
 	lastBody   []byte
-	redacted   string            // scheme://host/path for the Observer, made once
-	r          round             // the try under way
-	cost       [numLanes]float64 // what the call costs on each lane of a Cooldown (R23), when hasCosts
+	redacted   string         // scheme://host/path for the Observer, made once
+	cur        tryState       // the try under way
+	cost       cooldown.Costs // what the call costs on each lane of a Cooldown (R23), when hasCosts
 	hasCosts   bool
 	key        callKey // the call's Cooldown key, once made (R17: its key function runs once)
 }
 
-// round is one try: what it was sent after, what came back, what the
+// tryState is one try: what it was sent after, what came back, what the
 // provider said about it, and what was decided. run starts each try with a
 // fresh one, so nothing of a try leaks into the next.
-type round struct {
-	try      int         // 1 for the first try
-	entry    *watchedKey // the Cooldown's entry of req's key; nil when it is not watched (R17)
-	probe    bool        // the try is the key's circuit's probe (R25): the fleet's, or the process's own row's
-	ownProbe bool
+type tryState struct {
+	try      int           // 1 for the first try
+	pass     cooldown.Pass // the try's way through the Cooldown (R17, R25): its key's state, its slot
 	held     time.Duration // waited for the Cooldown just before this try
-	slotted  time.Time     // when the Cooldown gave this try its slot; zero when it gave none
-	sent     time.Time     // when the Cooldown let this try go; zero when it did not pace it
-	tk       ticket        // its slot, when paced
-	paced    bool
-	limits   laneMask // the limit a 429's error body names (R23)
-	tooLarge bool     // OpenAI's "Request too large": the call's own mistake, not the provider's limit
+	limits   signal.Lanes  // the limit a 429's error body names (R23)
+	tooLarge bool          // OpenAI's "Request too large": the call's own mistake, not the provider's limit
 	resp     *http.Response
 	err      error
 	class    Class
@@ -68,24 +63,24 @@ type round struct {
 	safeErr  error         // err with no secret of req in its text (R14)
 }
 
-// run is the retry loop. It reads as the rules do: hold, try, hear, decide,
-// report, then stop, or wait and rewind for the next try. The try's response
-// is kept in the round: stop hands it back, wait drains it, and release
-// closes it if the Observer panics.
+// run is the retry loop. It reads as the rules do: wait for the Cooldown,
+// try, hear, decide, report, then stop, or wait and rewind for the next
+// try. The try's response is kept in its state: stop hands it back, wait
+// drains it, and release closes it if the Observer panics.
 func (c *call) run() (*http.Response, error) {
 	for try := 1; ; try++ {
-		c.r = round{try: try}
-		if err := c.hold(); err != nil {
+		c.cur = tryState{try: try}
+		if err := c.waitForCooldown(); err != nil {
 			if err == errHandBack {
 				return c.handBack(), nil
 			}
 			return nil, err
 		}
-		c.r.resp, c.r.err = c.try()
+		c.cur.resp, c.cur.err = c.try()
 		c.hear()
 		c.decide()
 		c.report()
-		if c.r.d.outcome != Retrying {
+		if c.cur.d.outcome != Retrying {
 			return c.stop()
 		}
 		if err := c.wait(); err != nil {
@@ -99,16 +94,16 @@ func (c *call) run() (*http.Response, error) {
 // made (R16), and returns what came back: exactly one of a response and an
 // error.
 func (c *call) try() (*http.Response, error) {
-	c.p.tries = c.r.try
-	if c.r.try == 1 && c.hasFirst {
+	c.p.tries = c.cur.try
+	if c.cur.try == 1 && c.hasFirst {
 		return checkResult(c.first.resp, c.first.err)
 	}
 	if c.cfg.observe == nil {
-		return c.t.send(c.send, c.r.try > 1) // Elapsed is the Observer's alone (R15): no clock read without one
+		return c.t.send(c.send, c.cur.try > 1) // Elapsed is the Observer's alone (R15): no clock read without one
 	}
 	start := c.cfg.clock.Now()
-	resp, err := c.t.send(c.send, c.r.try > 1)
-	c.r.elapsed = c.cfg.clock.Since(start)
+	resp, err := c.t.send(c.send, c.cur.try > 1)
+	c.cur.elapsed = c.cfg.clock.Since(start)
 	return resp, err
 }
 
@@ -119,7 +114,7 @@ func (c *call) try() (*http.Response, error) {
 // not read: its body is the caller's. Every try counts against the Quota
 // (R12).
 func (c *call) hear() {
-	r := &c.r
+	r := &c.cur
 	r.class = c.cfg.classify(c.req, r.resp, r.err)
 	if r.resp != nil {
 		r.status = r.resp.StatusCode
@@ -148,7 +143,7 @@ func (c *call) hear() {
 // timeout, and sent again unchanged it spends another; a gateway's 504
 // says nothing of the kind and is still retried).
 func (c *call) readAsk() {
-	r := &c.r
+	r := &c.cur
 	r.ask, r.hasAsk = ParseRetryAfter(r.resp.Header, r.now)
 	if isJSON(r.resp.Header) && r.resp.ContentLength <= maxDrain {
 		ahead := startReadAhead(r.resp.Body, true, c.sentTry())
@@ -174,7 +169,7 @@ func (c *call) readAsk() {
 // again (R10) is decided again with that known, so the Observer is told
 // what is really done.
 func (c *call) decide() {
-	r := &c.r
+	r := &c.cur
 	s := situation{
 		class: r.class, try: r.try, maxRetries: c.cfg.maxRetries, replayable: c.replayable, quotaOK: r.quotaOK,
 		ask: r.ask, hasAsk: r.hasAsk, left: maxDuration, budget: c.budget != nil, maxWait: c.cfg.maxWait,
@@ -182,8 +177,10 @@ func (c *call) decide() {
 	var untilDeadline time.Duration
 	if r.class != Permanent && r.try <= c.cfg.maxRetries && c.replayable && r.quotaOK {
 		s.backoff = c.cfg.backoff.Delay(r.try, rand.Float64())
-		s.cooldown = c.cooldownLeft()
-		s.down = c.down()
+		if c.cfg.cooldown != nil {
+			s.cooldown = r.pass.HoldLeft(c.costs())
+			s.down = r.pass.Refuses()
+		}
 		s.left, untilDeadline = c.left()
 	}
 	d := decide(s)
@@ -207,7 +204,7 @@ func (c *call) decide() {
 // report tells the Observer of the try (R15). What the library writes about
 // a try, here and in the logs that follow, never holds a secret (R14).
 func (c *call) report() {
-	r := &c.r
+	r := &c.cur
 	if r.err != nil {
 		r.safeErr = scrub(r.err, c.req)
 	}
@@ -241,7 +238,7 @@ func (c *call) observe(a Attempt) {
 // release closes the try's response and the next try's body, and gives
 // back the wait the Budget reserved for it (R8).
 func (c *call) release() {
-	r := &c.r
+	r := &c.cur
 	if r.resp != nil {
 		_ = r.resp.Body.Close()
 	}
@@ -257,7 +254,7 @@ func (c *call) release() {
 // limit fails fast with ErrRateLimited (R8); else the last response is
 // handed back untouched, or the last error as an *Error (R9).
 func (c *call) stop() (*http.Response, error) {
-	r := &c.r
+	r := &c.cur
 	if r.d.outcome == Done {
 		if r.err == nil || r.try == 1 {
 			return r.resp, r.err
@@ -286,7 +283,7 @@ func (c *call) stop() (*http.Response, error) {
 // handshake far more than a millisecond to redo. A caller's context that
 // ends first ends the call, and the Budget gets back what was not waited.
 func (c *call) wait() error {
-	r := &c.r
+	r := &c.cur
 	logRetry(c.cfg.logger, c.req, c.logKey(), r.try, c.cfg.maxRetries, r.status, r.d.wait, r.d.from, askOf(r.hasAsk, r.inBody), r.safeErr)
 	var unused time.Duration
 	ok := true
@@ -295,7 +292,7 @@ func (c *call) wait() error {
 		clk := c.cfg.clock
 		// With a circuit, the retry may yet be refused (R25), and then this
 		// response is handed back: its bytes are kept, when they come whole.
-		keep := c.cfg.cooldown != nil && c.cfg.cooldown.circuit != nil
+		keep := c.cfg.cooldown != nil && c.cfg.cooldown.eng.HasCircuit()
 		whole := drain(c.ctx, r.resp, min(max(r.d.wait-clk.Since(r.now), reuseGrace), bodyTimeout), c.sentTry(), keep)
 		if whole != nil {
 			c.last, c.lastBody = r.resp, whole
@@ -338,9 +335,9 @@ func (c *call) handBack() *http.Response {
 // body (R1, R10), and a context that tells the base how many tries went
 // before it (R21).
 func (c *call) rewind() {
-	next := c.send.Clone(context.WithValue(c.ctx, resendKey{}, c.r.try))
-	if c.r.body != nil {
-		next.Body = c.r.body
+	next := c.send.Clone(context.WithValue(c.ctx, resendKey{}, c.cur.try))
+	if c.cur.body != nil {
+		next.Body = c.cur.body
 	}
 	c.send = next
 }

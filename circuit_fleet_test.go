@@ -272,7 +272,7 @@ func TestCircuitFleetProbeAnswerLost(t *testing.T) {
 func replicaOn(t *testing.T, clk *retryhttptest.Clock, s store.Store, script *retryhttptest.Script) replica {
 	t.Helper()
 	cd := NewCooldown(nil, WithStore(s), WithCircuit(Circuit{Failures: 3, Open: time.Second}))
-	cd.id = rand.Uint64() // a process each, whatever Store value they share
+	cd.setProcess(rand.Uint64()) // a process each, whatever Store value they share
 	t.Cleanup(func() { _ = cd.Close() })
 	return replica{script, cd, New(script, WithClock(clk), WithCooldown(cd), WithMaxRetries(0))}
 }
@@ -288,7 +288,7 @@ func TestCircuitFleetStoreStalledPastOpen(t *testing.T) {
 	for range 3 {
 		script := retryhttptest.NewScript(down503).WithClock(clk)
 		cd := NewCooldown(nil, WithStore(fs), WithCircuit(Circuit{Failures: 3, Open: time.Second}))
-		cd.id = rand.Uint64()
+		cd.setProcess(rand.Uint64())
 		t.Cleanup(func() { _ = cd.Close() })
 		rs = append(rs, replica{script, cd, New(script, WithClock(clk), WithCooldown(cd), WithMaxRetries(2), WithBackoff(Backoff{}))})
 	}

@@ -279,10 +279,10 @@ func TestWithCircuitDefaults(t *testing.T) {
 		{Circuit{Failures: 1, Open: time.Microsecond}, Circuit{Failures: 1, Open: time.Microsecond}},
 		{Circuit{Failures: 9, Open: time.Minute}, Circuit{Failures: 9, Open: time.Minute}},
 	} {
-		cd := NewCooldown(nil, WithCircuit(tc.in))
-		require.NotNil(t, cd.circuit)
-		assert.Equal(t, tc.want, *cd.circuit, "WithCircuit(%+v)", tc.in)
-		cd.Close()
+		var cfg cooldownConfig
+		WithCircuit(tc.in)(&cfg)
+		require.NotNil(t, cfg.circuit)
+		assert.Equal(t, tc.want, Circuit{Failures: cfg.circuit.Failures, Open: cfg.circuit.Open}, "WithCircuit(%+v)", tc.in)
 	}
 }
 
@@ -516,9 +516,9 @@ func TestRefusedCallsCostNoRoundTrip(t *testing.T) {
 			clk := newClock()
 			cs := &countingStore{Store: store.NewLocal(clk.Now)}
 			cd := NewCooldown(nil, WithStore(cs), WithCircuit(Circuit{Failures: 1, Open: time.Minute}))
-			cd.id = 1
+			cd.setProcess(1)
 			other := NewCooldown(nil, WithStore(cs), WithCircuit(Circuit{Failures: 1, Open: time.Minute}))
-			other.id = 2
+			other.setProcess(2)
 			for _, c := range []*Cooldown{other, cd} { // two processes: the fleet's circuit opens
 				tr := New(retryhttptest.NewScript(tc.reply).WithClock(clk), WithClock(clk), WithCooldown(c), WithMaxRetries(0))
 				resp, err := tr.RoundTrip(getReq(context.Background()))

@@ -241,9 +241,9 @@ func TestCooldownKeysAreBounded(t *testing.T) {
 	resp, err := tr.RoundTrip(getReq(context.Background()))
 	require.NoError(t, err)
 	resp.Body.Close()
-	ws := cd.watched.Load()
+	ws := cd.eng.Watched()
 	require.NotNil(t, ws)
-	for k := range ws.m {
+	for _, k := range ws.Keys() {
 		assert.Len(t, k, hashedLen, "kept by its hash")
 	}
 	assert.Equal(t, clk.Now().Add(20*time.Second), cd.Until(long), "found by the long key")

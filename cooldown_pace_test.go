@@ -2,13 +2,14 @@ package retryhttp
 
 import (
 	"context"
-	"go.uber.org/zap"
 	"net/http"
 	"strconv"
 	"sync"
 	"testing"
 	"testing/synctest"
 	"time"
+
+	"go.uber.org/zap"
 
 	"github.com/retryhttp/retryhttp/internal/pace"
 	"github.com/retryhttp/retryhttp/retryhttptest"

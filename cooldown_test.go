@@ -2,13 +2,15 @@ package retryhttp
 
 import (
 	"context"
-	"github.com/retryhttp/retryhttp/store"
 	"net/http"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/retryhttp/retryhttp/store"
+
 	"github.com/benbjohnson/clock"
+	"github.com/retryhttp/retryhttp/internal/cooldown"
 	"github.com/retryhttp/retryhttp/internal/pace"
 	"github.com/retryhttp/retryhttp/retryhttptest"
 	"github.com/stretchr/testify/assert"
@@ -20,38 +22,34 @@ const origin = "https://api.example.com"
 // holdFor arms key on cd as a 429 asking for d (to the nanosecond) would.
 func holdFor(cd *Cooldown, key string, now time.Time, d time.Duration) {
 	now = cd.on(now)
-	e := cd.watch(key, now)
-	if e == nil {
+	k := cd.watch(key, now)
+	if k == nil {
 		return // full
 	}
-	cd.applyAnswer(context.Background(), e, now, heard{limited: true, hasAsk: true, ask: d}, [numLanes]float64{1})
+	cd.eng.HearAnswer(context.Background(), k, now, &cooldown.Answer{Limited: true, HasAsk: true, Ask: d}, cooldown.Costs{1})
 }
 
-// on is t, an instant of the test's clock, on the Cooldown's anchored clock
-// (internal/anchor), where the times it keeps are.
-func (c *Cooldown) on(t time.Time) time.Time { return c.clock.Load().On(t) }
-
-// find returns the watched entry of req's key, as a call finds it
-// (entryOf), nil when it is not watched or is "".
-func (c *Cooldown) find(req *http.Request) *watchedKey {
-	ws := c.watched.Load()
+// find returns the watched state of req's key, as a call finds it
+// (keyState), nil when it is not watched or is "".
+func (c *Cooldown) find(req *http.Request) *cooldown.KeyState {
+	ws := c.eng.Watched()
 	switch {
-	case ws == nil || len(ws.m) == 0:
+	case ws == nil || ws.Len() == 0:
 		return nil
 	case c.key == nil:
-		return ws.findOrigin(req)
-	case c.byModel && !ws.hasOrigin(req):
+		return findOrigin(ws, req)
+	case c.byModel && !hasOrigin(ws, req):
 		return nil
 	}
-	return ws.m[c.userKey(req, nil)]
+	return ws.Find(c.userKey(req, nil))
 }
 
 // setRates arms key on cd with the request lane's rates r, as answers that
 // said so would have.
 func setRates(cd *Cooldown, key string, now time.Time, r pace.Rates) {
-	e := cd.watch(key, cd.on(now))
-	cd.apply(context.Background(), e, []store.Op{{Kind: store.OpRates, Lane: laneRequests, Version: e.st.Lane(laneRequests).Version,
-		Per: r.Per(), Burst: r.Burst(), Rates: r.Encode()}, {Kind: store.OpLimited, Lane: laneRequests}}, nil)
+	k := cd.watch(key, cd.on(now))
+	cd.apply(k, store.Op{Kind: store.OpRates, Lane: laneRequests, Version: k.State().Lane(laneRequests).Version,
+		Per: r.Per(), Burst: r.Burst(), Rates: r.Encode()}, store.Op{Kind: store.OpLimited, Lane: laneRequests})
 }
 
 // paceAt arms origin on cd with an exact rate of one send per interval, as a
@@ -62,13 +60,7 @@ func paceAt(cd *Cooldown, now time.Time, interval time.Duration) {
 
 // originLane is the request lane of origin on cd as the Cooldown knows it.
 func originLane(cd *Cooldown) (store.Lane, pace.Rates) {
-	e := cd.entry(origin)
-	if e == nil {
-		return store.Lane{}, pace.Rates{}
-	}
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	s := e.st.Lane(laneRequests)
+	s := cd.stateOf(origin).Lane(laneRequests)
 	return s, pace.DecodeRates(s.Rates)
 }
 
@@ -110,7 +102,7 @@ func TestCooldownKeys(t *testing.T) {
 	for _, k := range []string{"https://b.example", "https://api.openai.com", "https://" + strings.Repeat("h", 64-len("https://")+len("https://api.example.com"))} {
 		holdFor(cd, k, epoch, time.Second)
 	}
-	for k := range cd.watched.Load().m {
+	for _, k := range cd.eng.Watched().Keys() {
 		r, _ := http.NewRequest("GET", strings.ToUpper(k)+"/v1", nil)
 		assert.NotNil(t, cd.find(r), k)
 	}

@@ -3,13 +3,14 @@ package retryhttp
 import (
 	"bytes"
 	"context"
-	"github.com/retryhttp/retryhttp/store"
 	"io"
 	"net/http"
 	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/retryhttp/retryhttp/store"
 
 	"github.com/retryhttp/retryhttp/retryhttptest"
 	"github.com/stretchr/testify/assert"
@@ -50,13 +51,11 @@ func TestCooldownA429HitsItsLimitOnly(t *testing.T) {
 			resp, err := tr.RoundTrip(postOf(context.Background(), 4000))
 			require.NoError(t, err)
 			resp.Body.Close()
-			e := cd.entry(origin)
-			require.NotNil(t, e)
-			e.mu.Lock()
-			defer e.mu.Unlock()
-			assert.Positive(t, e.st.Lane(tc.hit).Per, "the lane it hit is paced")
-			assert.Zero(t, e.st.Lane(tc.miss).Per, "the other is not")
-			assert.False(t, e.st.Lane(tc.miss).Limited.After(time.Time{}), "nor limited")
+			require.NotNil(t, cd.entry(origin))
+			st := cd.stateOf(origin)
+			assert.Positive(t, st.Lane(tc.hit).Per, "the lane it hit is paced")
+			assert.Zero(t, st.Lane(tc.miss).Per, "the other is not")
+			assert.False(t, st.Lane(tc.miss).Limited.After(time.Time{}), "nor limited")
 		})
 	}
 }
@@ -180,7 +179,7 @@ func TestCooldownEstimatesOnlyForTokenLanes(t *testing.T) {
 		{"a key paced by requests only", func(cd *Cooldown, now time.Time) { paceAt(cd, now, time.Millisecond) }, false},
 		{"a key whose token lane is held", func(cd *Cooldown, now time.Time) {
 			e := cd.watch(origin, cd.on(now))
-			cd.apply(context.Background(), e, []store.Op{{Kind: store.OpHold, Lane: laneTokens, For: time.Millisecond}}, nil)
+			cd.apply(e, store.Op{Kind: store.OpHold, Lane: laneTokens, For: time.Millisecond})
 		}, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

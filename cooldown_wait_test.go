@@ -275,7 +275,7 @@ func TestCooldownQuietKeysGo(t *testing.T) {
 	time.Sleep(sweepEvery + 100*time.Millisecond) // a sweep, in real time
 	assert.Equal(t, 1, cd.size(), "not yet quiet")
 	clk.Add(2 * time.Second)
-	require.Eventually(t, func() bool { return cd.watched.Load() == nil }, 3*sweepEvery, 10*time.Millisecond,
+	require.Eventually(t, func() bool { return cd.eng.Watched() == nil }, 3*sweepEvery, 10*time.Millisecond,
 		"gone without anyone calling it")
 }
 
@@ -306,7 +306,7 @@ func TestCooldownMemoryBounded(t *testing.T) {
 	assert.Nil(t, cd.watch("https://late.example.com", cd.now()), "looked over less than a second ago")
 	clk.Add(time.Nanosecond)
 	assert.NotNil(t, cd.watch("https://late.example.com", cd.now()), "a second on, it looks again and finds room")
-	cd.watched.Store(nil)
+	cd.Reset()
 	for i := range 100 {
 		require.NotNil(t, cd.watch(fmt.Sprintf("https://new%d.example.com", i), cd.now()))
 	}

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/retryhttp/retryhttp/internal/cooldown"
 	"github.com/retryhttp/retryhttp/retryhttptest"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -38,7 +39,7 @@ func TestHardeningBoundKeyIsInjective(t *testing.T) {
 	}
 	seen := map[string]string{}
 	for _, k := range keys {
-		b := boundKey(k)
+		b := cooldown.BoundKey(k)
 		assert.LessOrEqual(t, len(b), maxKeyLen, "%q", k)
 		if prev, ok := seen[b]; ok {
 			t.Errorf("%q and %q are both kept as %q", prev, k, b)

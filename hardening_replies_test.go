@@ -107,11 +107,8 @@ func TestHardeningBadRepliesAreTheStoreFailing(t *testing.T) {
 				assert.True(t, h >= 0 && h < time.Second, "call %d held %v", i, h)
 			}
 			assert.False(t, cd.Until(origin).After(clk.Now().Add(pace.MaxHold)), "no hold past pace.MaxHold: %v", cd.Until(origin))
-			e := cd.entry(origin)
-			require.NotNil(t, e)
-			e.mu.Lock()
-			own := e.st.Valid(cd.now())
-			e.mu.Unlock()
+			require.NotNil(t, cd.entry(origin))
+			own := cd.stateOf(origin).Valid(cd.now())
 			assert.True(t, own, "it goes on with its own state: nothing of the lie in it")
 
 			// The Store answers right again, and another replica holds

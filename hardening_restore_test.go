@@ -135,7 +135,7 @@ func TestHardeningPlantedHoldIsNothing(t *testing.T) {
 		cd := NewCooldown(nil, WithStore(store.NewLocal(clk.Now)))
 		tr := New(retryhttptest.NewScript(okReply).WithClock(clk), WithClock(clk), WithCooldown(cd))
 		now := clk.Now()
-		cd.heardFromStore(origin, store.State{Now: now, Record: store.Record{Seq: 1, Lanes: []store.Lane{{Until: now.Add(10 * time.Hour), Refuse: true}}}})
+		cd.push(origin, store.State{Now: now, Record: store.Record{Seq: 1, Lanes: []store.Lane{{Until: now.Add(10 * time.Hour), Refuse: true}}}})
 		assert.Zero(t, cd.size(), "nothing armed")
 		for range 6 {
 			resp, err := tr.RoundTrip(getReq(context.Background()))
@@ -185,7 +185,7 @@ func TestHardeningHeardHoldIsNotRestored(t *testing.T) {
 		st, err := local.Apply(context.Background(), origin, nil) // the Store's now: its clock is its own
 		require.NoError(t, err)
 		now := st.Now
-		c.heardFromStore(origin, store.State{Now: now, Record: store.Record{Seq: uint64(now.UnixMicro()),
+		c.push(origin, store.State{Now: now, Record: store.Record{Seq: uint64(now.UnixMicro()),
 			Lanes: []store.Lane{{Until: now.Add(20 * time.Second), Limited: now}}}})
 		require.Equal(t, clk.Now().Add(20*time.Second), c.Until(origin))
 		for range 3 { // the Store never had it: each take says no hold

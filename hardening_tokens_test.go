@@ -133,11 +133,5 @@ func oweAtMostTheBucket(t *testing.T, arm []retryhttptest.Reply, cc costlyCall, 
 // laneOfEntry is lane l of origin as cd knows it; a zero Lane when cd
 // does not watch it.
 func laneOfEntry(cd *Cooldown, l laneID) store.Lane {
-	e := cd.entry(origin)
-	if e == nil {
-		return store.Lane{}
-	}
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	return e.st.Lane(l)
+	return cd.stateOf(origin).Lane(l)
 }

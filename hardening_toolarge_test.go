@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/retryhttp/retryhttp/internal/cooldown"
 	"github.com/retryhttp/retryhttp/internal/pace"
 	"github.com/retryhttp/retryhttp/retryhttptest"
 	"github.com/retryhttp/retryhttp/store"
@@ -37,13 +38,10 @@ type laneState struct {
 }
 
 func laneNow(cd *Cooldown, l laneID) (laneState, bool) {
-	e := cd.entry(origin)
-	if e == nil {
+	if cd.entry(origin) == nil {
 		return laneState{}, false
 	}
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	s := e.st.Lane(l)
+	s := cd.stateOf(origin).Lane(l)
 	return laneState{per: s.Per, rates: pace.DecodeRates(s.Rates), until: s.Until, limited: s.Limited}, true
 }
 
@@ -83,8 +81,7 @@ func TestHardeningTooLargeSaysNothingOfTheLimit(t *testing.T) {
 			// Another send's slot of 100,000 tokens (2 s at the learned
 			// rate) is ahead of the too-large call: it waits behind it, so
 			// that a 429 to it is one that would cut.
-			e := cd.entry(origin)
-			_, _, res := cd.take(context.Background(), e, clk.Now(), [numLanes]float64{1, 100000, 100000}, time.Hour, false)
+			res := cd.eng.Take(context.Background(), cd.entry(origin), cd.now(), cooldown.Costs{1, 100000, 100000}, time.Hour)
 			require.True(t, res.Took)
 			script := retryhttptest.NewScript(tooLarge429()).WithClock(clk)
 			var held time.Duration
@@ -103,7 +100,7 @@ func TestHardeningTooLargeSaysNothingOfTheLimit(t *testing.T) {
 			assert.False(t, after.until.After(clk.Now()), "no hold, no pause")
 			assert.Equal(t, before.limited, after.limited, "no limit remembered")
 			if shared {
-				got, err := other.store.Apply(context.Background(), origin, nil)
+				got, err := other.store().Apply(context.Background(), origin, nil)
 				require.NoError(t, err)
 				assert.Equal(t, before.per, got.Lane(laneTokens).Per, "the fleet's rate is not cut")
 				assert.False(t, got.Lane(laneTokens).Until.After(got.Now), "the fleet is not held")

@@ -1,14 +1,13 @@
 package retryhttp
 
 import (
-	"crypto/sha256"
-	"encoding/hex"
 	"io"
 	"net/http"
 	"net/url"
 	"reflect"
 	"strings"
 
+	"github.com/retryhttp/retryhttp/internal/cooldown"
 	"github.com/retryhttp/retryhttp/internal/signal"
 )
 
@@ -106,25 +105,12 @@ func pathModel(path string) string {
 	return model
 }
 
-// originOf is the scheme://host a KeyByModel key starts with: all of it
-// when it has no "/" after the host.
-func originOf(k string) string {
-	i := strings.Index(k, "://")
-	if i < 0 {
-		return k
-	}
-	if j := strings.IndexByte(k[i+len("://"):], '/'); j >= 0 {
-		return k[:i+len("://")+j]
-	}
-	return k
-}
-
 // keyOf returns the key of req, or "" when req is left out.
 func (c *Cooldown) keyOf(req *http.Request, body io.Closer) string {
 	if c.key != nil {
 		return c.userKey(req, body)
 	}
-	return boundKey(string(appendOriginKey(nil, req)))
+	return cooldown.BoundKey(string(appendOriginKey(nil, req)))
 }
 
 // userKey calls the key function, closing body before a panic of it goes
@@ -138,7 +124,7 @@ func (c *Cooldown) userKey(req *http.Request, body io.Closer) string {
 			panic(v)
 		}
 	}()
-	return boundKey(c.key(req))
+	return cooldown.BoundKey(c.key(req))
 }
 
 // callKey is a call's key once made: a call makes it at most once, so that
@@ -149,58 +135,11 @@ type callKey struct {
 	made bool
 }
 
-// watchSet is the watched keys. lens has bit n%64 set for each key n
-// bytes long: a call whose origin key has a length no watched key has is
-// not watched, known without building its key or hashing it, so that one
-// provider limiting the client costs the calls to the others next to
-// nothing (R16: 30 ns a call without it). origins, for KeyByModel, holds
-// the scheme://host of each key (olens their lengths, as lens), so that a
-// call to a host no watched key is of is not watched, known without
-// reading its body (hashed: some key is kept by its SHA-256, whose host is
-// not known). first is the bits RoundTrip looks at before anything else
-// (mayWatch): lens for the default key, olens for KeyByModel, every bit for
-// a key function of the caller's or a hashed key.
-type watchSet struct {
-	m       map[string]*watchedKey
-	lens    uint64
-	origins map[string]struct{}
-	olens   uint64
-	hashed  bool
-	first   uint64
-}
-
-func (c *Cooldown) newWatchSet(m map[string]*watchedKey) *watchSet {
-	ws := &watchSet{m: m}
-	if c.byModel {
-		ws.origins = make(map[string]struct{}, len(m))
-	}
-	for k := range m {
-		ws.lens |= 1 << (len(k) % 64)
-		if c.byModel {
-			o := originOf(k)
-			ws.origins[o] = struct{}{}
-			ws.olens |= 1 << (len(o) % 64)
-			ws.hashed = ws.hashed || hashedForm(k)
-		}
-	}
-	switch {
-	case len(m) == 0:
-	case c.byModel && !ws.hashed:
-		ws.first = ws.olens
-	case c.key == nil:
-		ws.first = ws.lens
-	default:
-		ws.first = ^uint64(0)
-	}
-	return ws
-}
-
 // mayWatch is RoundTrip's first look, inlined: false when no watched key
-// can be req's, known from the length of its scheme://host alone. True
-// means watches must look.
-func (ws *watchSet) mayWatch(u *url.URL) bool {
-	n := len(u.Scheme) + len("://") + len(u.Host)
-	return n > maxKeyLen || ws.first&(1<<(n%64)) != 0
+// can be req's, known from the length of its scheme://host alone
+// (cooldown.WatchSet.MayWatch).
+func mayWatch(ws *cooldown.WatchSet, u *url.URL) bool {
+	return ws.MayWatch(len(u.Scheme) + len("://") + len(u.Host))
 }
 
 // watches is RoundTrip's look, before a first try, at whether req's key
@@ -210,42 +149,42 @@ func (ws *watchSet) mayWatch(u *url.URL) bool {
 // and the slow path reads the model. Any other key function is called, and
 // the key it made is handed on to the call. body is closed if it panics.
 func (c *Cooldown) watches(req *http.Request, body io.Closer) (bool, callKey) {
-	ws := c.watched.Load()
+	ws := c.eng.Watched()
 	switch {
-	case ws == nil || len(ws.m) == 0:
+	case ws == nil || ws.Len() == 0:
 		return false, callKey{}
 	case c.key == nil:
-		return ws.findOrigin(req) != nil, callKey{}
+		return findOrigin(ws, req) != nil, callKey{}
 	case c.byModel:
-		return ws.hasOrigin(req), callKey{}
+		return hasOrigin(ws, req), callKey{}
 	}
 	k := c.userKey(req, body)
-	return ws.m[k] != nil, callKey{k, true}
+	return ws.Find(k) != nil, callKey{k, true}
 }
 
-// entryOf returns the watched entry of the call's key, nil when it is not
-// watched or is "". The key is made only when some key is watched (for
+// keyState returns the watched state of the call's key, nil when it is
+// not watched or is "". The key is made only when some key is watched (for
 // KeyByModel, a key of the request's host), and then once for the call:
 // the default key is made on the stack each time (findOrigin), any other
 // is kept. body is closed if the key function panics (R1).
-func (c *call) entryOf(body io.Closer) *watchedKey {
+func (c *call) keyState(body io.Closer) *cooldown.KeyState {
 	cd := c.cfg.cooldown
 	if c.key.made {
 		if c.key.key == "" {
 			return nil
 		}
-		return cd.entry(c.key.key)
+		return cd.eng.Find(c.key.key)
 	}
-	ws := cd.watched.Load()
+	ws := cd.eng.Watched()
 	switch {
-	case ws == nil || len(ws.m) == 0:
+	case ws == nil || ws.Len() == 0:
 		return nil
 	case cd.key == nil:
-		return ws.findOrigin(c.req)
-	case cd.byModel && !ws.hasOrigin(c.req):
+		return findOrigin(ws, c.req)
+	case cd.byModel && !hasOrigin(ws, c.req):
 		return nil // its body is not read
 	}
-	return ws.m[c.keyOf(body)]
+	return ws.Find(c.keyOf(body))
 }
 
 // keyOf returns the call's key, made once: "" when it is left out. body is
@@ -257,64 +196,44 @@ func (c *call) keyOf(body io.Closer) string {
 	return c.key.key
 }
 
-// findOrigin returns the watched entry of req's default key, nil when it
+// findOrigin returns the watched state of req's default key, nil when it
 // is not watched. It allocates nothing: the key is built on the stack, and
 // a map index by string(bytes) does not copy; and it is built only when a
 // watched key has its length (lowercasing keeps it).
-func (ws *watchSet) findOrigin(req *http.Request) *watchedKey {
+func findOrigin(ws *cooldown.WatchSet, req *http.Request) *cooldown.KeyState {
 	u := req.URL
 	n := len(u.Scheme) + len("://") + len(u.Host)
-	if n > maxKeyLen {
-		n = hashedLen
+	if n > cooldown.MaxKeyLen {
+		n = cooldown.HashedLen
 	}
-	if u.Host == "" || ws.lens&(1<<(n%64)) == 0 {
+	if u.Host == "" || !ws.HasLen(n) {
 		return nil
 	}
 	var buf [96]byte
 	k := appendOriginKey(buf[:0], req)
-	if len(k) > maxKeyLen || hashedForm(k) {
-		return ws.m[boundKey(string(k))]
+	if len(k) > cooldown.MaxKeyLen || cooldown.HashedForm(k) {
+		return ws.Find(cooldown.BoundKey(string(k)))
 	}
-	return ws.m[string(k)]
+	return ws.Lookup(k)
 }
 
 // hasOrigin reports whether a watched KeyByModel key may be of req's
 // scheme://host, allocating nothing, and building the host's key only when
 // a watched key's host has its length.
-func (ws *watchSet) hasOrigin(req *http.Request) bool {
+func hasOrigin(ws *cooldown.WatchSet, req *http.Request) bool {
 	if req.URL.Host == "" {
 		return false // KeyByModel's key is "": left out
 	}
-	if ws.hashed {
+	if ws.Hashed() {
 		return true
 	}
 	u := req.URL
-	if ws.olens&(1<<((len(u.Scheme)+len("://")+len(u.Host))%64)) == 0 {
+	if !ws.HasOriginLen(len(u.Scheme) + len("://") + len(u.Host)) {
 		return false // no watched key's host has its length
 	}
 	var buf [96]byte
-	_, ok := ws.origins[string(appendOriginKey(buf[:0], req))]
-	return ok
+	return ws.HasOrigin(appendOriginKey(buf[:0], req))
 }
-
-// boundKey returns k, or its SHA-256 when it is longer than maxKeyLen or
-// has the form of one ("sha256:" and 64 characters): so that no key is
-// kept as another's hash (a tenant whose own key was another's
-// hashed form shared its hold), and no two keys meet.
-func boundKey(k string) string {
-	if len(k) <= maxKeyLen && !hashedForm(k) {
-		return k
-	}
-	sum := sha256.Sum256([]byte(k))
-	return hashPrefix + hex.EncodeToString(sum[:])
-}
-
-// hashedForm reports whether k has the form of a key kept by its SHA-256.
-func hashedForm[S string | []byte](k S) bool {
-	return len(k) == hashedLen && string(k[:len(hashPrefix)]) == hashPrefix
-}
-
-const hashPrefix = "sha256:"
 
 // appendOriginKey appends req's scheme://host, lowercased, to b; nil when
 // the URL has no host.

@@ -208,7 +208,7 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	}
 	var key callKey // made here by a key function of the caller's: handed on, so that it runs once (R17)
 	if cd := c.cooldown; cd != nil {
-		if ws := cd.watched.Load(); ws != nil && ws.mayWatch(req.URL) {
+		if ws := cd.eng.Watched(); ws != nil && mayWatch(ws, req.URL) {
 			var watched bool
 			if watched, key = cd.watches(req, req.Body); watched {
 				return t.roundTrip(req, nil, key) // the key is watched: hold or pace first (R17)

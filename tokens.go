@@ -4,6 +4,7 @@ import (
 	"context"
 	"net/http"
 
+	"github.com/retryhttp/retryhttp/internal/cooldown"
 	"github.com/retryhttp/retryhttp/internal/signal"
 )
 
@@ -71,7 +72,7 @@ func ceilDiv4(n int64) int64 {
 // costs returns what a call costs on each lane (R23): 1 request; its
 // tokens (WithTokens, else EstimateTokens); its input tokens (the tokens
 // less the output cap); and its output cap.
-func callCosts(req *http.Request) [numLanes]float64 {
+func callCosts(req *http.Request) cooldown.Costs {
 	in, out := estimate(req)
 	total := in + out
 	if n, ok := req.Context().Value(tokensKey{}).(int64); ok && n > 0 {
@@ -80,5 +81,5 @@ func callCosts(req *http.Request) [numLanes]float64 {
 			in = n
 		}
 	}
-	return [numLanes]float64{1, float64(total), float64(in), float64(out)}
+	return cooldown.Costs{1, float64(total), float64(in), float64(out)}
 }

@@ -1,4 +1,4 @@
-package retryhttp
+package cooldown
 
 import (
 	"math"
@@ -11,12 +11,14 @@ import (
 	"github.com/retryhttp/retryhttp/internal/signal"
 )
 
-// Issue 29's policy decisions, exhausted beside TestHearLaneExhaustive:
-// what an answer too large does (item 5, newsOps), what a ticket marks
-// (items 1 and 3, ticketOf), and what a process writes back to a Store
-// that lost its state (item 2, restore). The cost cap itself is
-// store.Apply's (store/apply_test.go, TestTakeSlots, and
-// store/hardening_test.go).
+// The engine's decisions, exhausted beside internal/pace's
+// TestHearLaneExhaustive: what an answer too large does (answerOps), what a
+// ticket marks (ticketOf), and what a process writes back to a Store that
+// lost its state (restore). The cost cap itself is store.Apply's
+// (store/apply_test.go).
+
+// epoch is the tests' now: a real-looking date.
+var epoch = time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)
 
 // policyLanes is a grid of token lanes: nothing known, learned ramping
 // (a 429 to a send at its rate halves it), learned steady, the provider's
@@ -30,13 +32,13 @@ func policyLanes() []pace.Rates {
 	}
 }
 
-// TestHardeningTooLargeExhaustive: over every lane, body, count, reset,
+// TestAnswerTooLargeExhaustive: over every lane, body, count, reset,
 // ask and ticket of a grid, an answer too large (OpenAI's "Request too
 // large") limits no lane, cuts none, holds none but where an exhausted
 // reset with no bucket holds it (the provider's state, not the call's),
 // and arms a key only by an ask or a reset; the same 429 not too large
 // limits a lane (the grid can fail).
-func TestHardeningTooLargeExhaustive(t *testing.T) {
+func TestAnswerTooLargeExhaustive(t *testing.T) {
 	now := epoch
 	n := 0
 	for _, r := range policyLanes() {
@@ -48,21 +50,21 @@ func TestHardeningTooLargeExhaustive(t *testing.T) {
 				for _, reset := range []bool{false, true} {
 					for _, ask := range []time.Duration{0, 20 * time.Second} {
 						for _, paced := range []bool{false, true} {
-							h := heard{limited: true, counts: [numLanes]signal.Counts{laneTokens: c}, body: body}
+							a := Answer{Limited: true, Counts: [numLanes]signal.Counts{laneTokens: c}, Body: body}
 							if reset {
-								h.reset[laneTokens], h.resetRes[laneTokens], h.hasReset[laneTokens] = 2*time.Second, time.Millisecond, true
+								a.Reset[laneTokens], a.ResetRes[laneTokens], a.HasReset[laneTokens] = 2*time.Second, time.Millisecond, true
 							}
 							if ask > 0 {
-								h.ask, h.askRes, h.hasAsk = ask, time.Second, true
+								a.Ask, a.AskRes, a.HasAsk = ask, time.Second, true
 							}
-							cost := [numLanes]float64{1, 40000, 40000}
+							cost := Costs{1, 40000, 40000}
+							var tk *ticket
 							if paced {
-								tk := ticket{costs: cost, charged: 1<<laneRequests | 1<<laneTokens, queued: 1<<laneRequests | 1<<laneTokens}
+								tk = &ticket{costs: cost, charged: 1<<laneRequests | 1<<laneTokens, queued: 1<<laneRequests | 1<<laneTokens}
 								tk.gen[laneTokens], tk.charge[laneTokens] = r.Generation, 40000*r.Per()
-								h.tk = &tk
 							}
 							n++
-							checkTooLarge(t, &st, now, h, cost, r)
+							checkTooLarge(t, &st, now, a, tk, cost, r)
 						}
 					}
 				}
@@ -72,20 +74,20 @@ func TestHardeningTooLargeExhaustive(t *testing.T) {
 	t.Logf("%d lanes × answers", n)
 }
 
-func checkTooLarge(t *testing.T, st *store.State, now time.Time, h heard, cost [numLanes]float64, r pace.Rates) {
+func checkTooLarge(t *testing.T, st *store.State, now time.Time, a Answer, tk *ticket, cost Costs, r pace.Rates) {
 	t.Helper()
-	fail := func(rule string) { t.Errorf("%s:\nrates %+v\nheard %+v", rule, r, h) }
-	plain, _ := newsOps(st, now, h, cost)
-	if !h.hasAsk && !hasOp(plain, store.OpLimited) {
+	fail := func(rule string) { t.Errorf("%s:\nrates %+v\nanswer %+v", rule, r, a) }
+	plain, _ := answerOps(st, now, &a, time.Time{}, tk, cost)
+	if !a.HasAsk && !hasOp(plain, store.OpLimited) {
 		fail("a 429 not too large limits a lane")
 	}
-	h.tooLarge = true
-	ops, _ := newsOps(st, now, h, cost)
-	if h.hitLanes(cost) != 0 {
+	a.TooLarge = true
+	ops, _ := answerOps(st, now, &a, time.Time{}, tk, cost)
+	if a.hitLanes(cost) != 0 {
 		fail("a call too large hits no lane")
 	}
-	wantArms := h.hasAsk || h.hasReset[laneTokens]
-	if h.arms() != wantArms {
+	wantArms := a.HasAsk || a.HasReset[laneTokens]
+	if a.arms() != wantArms {
 		fail("a call too large arms a key only by an ask or a reset")
 	}
 	for _, op := range ops {
@@ -93,7 +95,7 @@ func checkTooLarge(t *testing.T, st *store.State, now time.Time, h heard, cost [
 		case store.OpLimited:
 			fail("a call too large limits no lane")
 		case store.OpHold:
-			if op.Lane != laneTokens || !h.hasReset[laneTokens] || r.ModelsBucket() && h.counts[laneTokens].OK {
+			if op.Lane != laneTokens || !a.HasReset[laneTokens] || r.ModelsBucket() && a.Counts[laneTokens].OK {
 				fail("a call too large holds no lane (but an exhausted reset where no bucket is stated)")
 			}
 		case store.OpRates:
@@ -114,15 +116,15 @@ func hasOp(ops []store.Op, k store.OpKind) bool {
 	return false
 }
 
-// TestHardeningTicketExhaustive: over a grid of lanes (paced or not, a
+// TestTicketExhaustive: over a grid of lanes (paced or not, a
 // bucket or not, the schedule behind, at or ahead of now), costs (none,
 // one, centuries), waits and kinds of take: a ticket of a take the
-// process's own state gave (local), or a retry's, carries no mark (issue
-// 29, item 3: its correction moved the fleet's schedule by the clocks'
-// skew); another's marks each lane it charged at the lane's Next; only a
-// paced lane it costs something on charges it, at most its bucket (item
-// 1); its due times are within its wait.
-func TestHardeningTicketExhaustive(t *testing.T) {
+// process's own state gave (local), or a retry's, carries no mark (its
+// correction moved the fleet's schedule by the clocks' skew); another's
+// marks each lane it charged at the lane's Next; only a paced lane it costs
+// something on charges it, at most its bucket; its due times are within
+// its wait.
+func TestTicketExhaustive(t *testing.T) {
 	now := epoch
 	n := 0
 	for _, per := range []float64{0, float64(time.Millisecond)} {
@@ -135,7 +137,7 @@ func TestHardeningTicketExhaustive(t *testing.T) {
 							st := store.State{Now: now.Add(time.Hour), Record: store.Record{Lanes: []store.Lane{{}, s}}}
 							st.Lanes[0].Next = st.Now // (the request lane unpaced)
 							st.Wait, st.Took = wait, true
-							costs := [numLanes]float64{0, cost}
+							costs := Costs{0, cost}
 							retry, local := kind&1 != 0, kind&2 != 0
 							tk := ticketOf(&st, now, costs, retry, local)
 							n++
@@ -180,26 +182,26 @@ func checkTicket(t *testing.T, now time.Time, s store.Lane, cost float64, wait t
 	}
 }
 
-// TestHardeningRestoreExhaustive: over a grid of what the process knows
+// TestRestoreExhaustive: over a grid of what the process knows
 // of a lane (its rates; a hold it armed, on its clock or the Store's, or
 // none; one it only heard of) and what the Store replies (its rates, its
 // hold), with the process's clock on the Store's or an hour off it: the
 // process writes back a hold only where it armed one that is not over on
 // the clock it was kept on, and the Store has none, for what is left of it
 // and at most pace.MaxHold; its rates only where the Store has none.
-func TestHardeningRestoreExhaustive(t *testing.T) {
+func TestRestoreExhaustive(t *testing.T) {
 	n := 0
 	storeNow := epoch
 	for _, skew := range []time.Duration{0, time.Hour, -time.Hour} {
 		now := storeNow.Add(skew) // the process's clock
-		for _, own := range []ownHold{{}, {until: now.Add(-time.Second)}, {until: now.Add(20 * time.Second)},
+		for _, own := range []armedHold{{}, {until: now.Add(-time.Second)}, {until: now.Add(20 * time.Second)},
 			{until: storeNow.Add(20 * time.Second), onStore: true}, {until: storeNow.Add(-time.Second), onStore: true},
 			{until: now.Add(time.Hour)}, {until: now.Add(20 * time.Second), refuse: true}} {
 			for _, heardHold := range []bool{false, true} {
 				for _, hadRates := range []bool{false, true} {
 					for _, gotHold := range []bool{false, true} {
 						for _, gotRates := range []bool{false, true} {
-							e := &watchedKey{}
+							k := &KeyState{}
 							had := store.Lane{}
 							if hadRates {
 								had.Per, had.Rates = 1e6, pace.Rates{Learned: 1e6}.Encode()
@@ -207,8 +209,8 @@ func TestHardeningRestoreExhaustive(t *testing.T) {
 							if heardHold {
 								had.Until = now.Add(30 * time.Second)
 							}
-							e.st.Lanes = []store.Lane{had}
-							e.own[laneRequests] = own
+							k.state.Lanes = []store.Lane{had}
+							k.armed[laneRequests] = own
 							got := store.Lane{}
 							if gotHold {
 								got.Until = now.Add(10 * time.Second)
@@ -217,9 +219,9 @@ func TestHardeningRestoreExhaustive(t *testing.T) {
 								got.Rates = pace.Rates{Learned: 2e6}.Encode()
 							}
 							st := store.State{Now: now, Record: store.Record{Lanes: []store.Lane{got}}}
-							e.restore(&st, now, storeNow)
+							k.restore(&st, now, storeNow)
 							n++
-							checkRestore(t, now, storeNow, own, had, got, e.pending)
+							checkRestore(t, now, storeNow, own, had, got, k.deferred)
 						}
 					}
 				}
@@ -229,7 +231,7 @@ func TestHardeningRestoreExhaustive(t *testing.T) {
 	t.Logf("%d restores", n)
 }
 
-func checkRestore(t *testing.T, now, storeNow time.Time, own ownHold, had, got store.Lane, pending []pendingOp) {
+func checkRestore(t *testing.T, now, storeNow time.Time, own armedHold, had, got store.Lane, pending []deferredOp) {
 	t.Helper()
 	fail := func(rule string) {
 		t.Errorf("%s:\nnow %v store now %v\nown %+v\nhad %+v\ngot %+v\npending %+v", rule, now, storeNow, own, had, got, pending)

@@ -1,0 +1,223 @@
+package cooldown
+
+import (
+	"context"
+	"math"
+	"time"
+
+	"github.com/retryhttp/retryhttp/internal/pace"
+	"github.com/retryhttp/retryhttp/store"
+)
+
+// A send's slot (R17, R23): the ticket a take gives it, what is left of its
+// wait as the schedule moves (holds, retries let in before it, a rate
+// scaled), and the state of its key it reads them from.
+
+// A ticket is a send's slot, as the Store gave it (on the Store's clock):
+// per lane, the schedule's end after it (mark, for a correction or for
+// giving it back), the lane's shifts then (see more), the charge, and the
+// rate generation it was slotted at.
+type ticket struct {
+	costs    Costs    // the send's units per lane
+	charged  laneMask // the lanes that charged it (paced)
+	mark     [numLanes]time.Time
+	shiftAt  [numLanes]time.Duration
+	pushedAt [numLanes]time.Duration
+	movedAt  [numLanes]time.Duration
+	// due is when the lane covers the send, on the engine's clock, with
+	// the lane's schedule scaled to perAt (store.Lane.Scaled): a rate
+	// changed since scales what is left of it.
+	due    [numLanes]time.Time
+	perAt  [numLanes]float64
+	charge [numLanes]float64
+	gen    [numLanes]uint32
+	retry  bool // a retry's: the retries let in after it go after it
+	// here: the slot was given by the process's own state, its Store
+	// failing: its marks are on the process's clock, not the Store's (a
+	// correction sent with one moved the fleet's schedule by the clocks'
+	// skew).
+	here bool
+	// queued: the lanes on which the send waited behind another send at
+	// least (a 429 to it says something of the rate it was paced at).
+	queued laneMask
+}
+
+// take gives a send of k's key its slot at now (OpTake), with the ops
+// deferred to it, if the wait for it is shorter than within. A Result that
+// has not Took took nothing: the wait does not fit, a refusing hold is in
+// the way (w is then what is left of it), or the key's circuit refuses it
+// (Unavailable). Probe: the send is the circuit's probe.
+func (e *Engine) take(ctx context.Context, k *KeyState, now time.Time, costs Costs, within time.Duration, retry bool) (w time.Duration, tk ticket, res store.Result) {
+	// now is the engine's clock at the take: a slot's due time is on it.
+	k.mu.Lock()
+	ops := append(k.takeDeferred(now), store.Op{Kind: store.OpTake, Costs: costs[:], Within: within, Retry: retry, Circuit: e.circuit != nil})
+	k.mu.Unlock()
+	e.apply(ctx, k, ops, func(st *store.State, here bool) {
+		res = st.Result
+		if res.Took {
+			tk = ticketOf(st, now, costs, retry, here)
+		}
+	})
+	return res.Wait, tk, res
+}
+
+// ticketOf is the ticket of a send slotted at now (on the engine's clock)
+// by a take whose reply is st (on the clock of whoever gave it).
+func ticketOf(st *store.State, now time.Time, costs Costs, retry, here bool) ticket {
+	tk := ticket{costs: costs, retry: retry, here: here}
+	for l := range numLanes {
+		s := st.Lane(l)
+		if costs[l] <= 0 || s.Per <= 0 {
+			continue
+		}
+		tk.charged |= 1 << l
+		tk.mark[l], tk.shiftAt[l], tk.pushedAt[l], tk.movedAt[l] = s.Next, s.Shift, s.Pushed, s.Moved
+		if retry || here {
+			// A retry goes before the sends waiting, so the schedule's end
+			// after it counts sends the provider has not seen when it
+			// answers: its count may only move the schedule later. A slot
+			// of the process's own state has no mark the Store knows.
+			tk.mark[l] = time.Time{}
+		}
+		tk.charge[l], tk.gen[l] = s.Charge(costs[l]), pace.DecodeRates(s.Rates).Generation
+		due := st.Wait
+		if !retry {
+			ready := addNs(s.Next, math.Min(tk.charge[l], s.Burst)-s.Burst-tk.charge[l])
+			due = min(max(ready.Sub(st.Now), 0), st.Wait)
+		}
+		tk.due[l], tk.perAt[l] = now.Add(due), s.Scaled
+		tk.queued |= laneMask(boolBit(due >= pace.DurNs(tk.charge[l]))) << l
+	}
+	return tk
+}
+
+// giveBack gives back the slot of tk, whose send did not go: after the
+// caller's context ended too, so it does not end the Store's op.
+func (e *Engine) giveBack(ctx context.Context, k *KeyState, tk ticket) {
+	var ops []store.Op
+	for l := range numLanes {
+		if tk.charged.Has(l) && !tk.mark[l].IsZero() {
+			ops = append(ops, store.Op{Kind: store.OpUntake, Lane: l, Mark: tk.mark[l], Charge: tk.charge[l]})
+		}
+	}
+	if len(ops) > 0 {
+		e.apply(context.WithoutCancel(ctx), k, ops, nil)
+	}
+}
+
+// heldByProvider reports whether a hold of a lane tk counts against is in
+// the wait from now (the provider's word, logged as such: R17).
+func (k *KeyState) heldByProvider(now time.Time, tk *ticket) bool {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	for l := range numLanes {
+		if tk.costs[l] > 0 && k.state.Lane(l).Until.After(now) {
+			return true
+		}
+	}
+	return false
+}
+
+// leftToWait is what a send holding tk must still wait at now: the rest of
+// a hold armed since it took its slot, and of its slot on each lane, moved
+// on by the holds and the retries let in before it since, and scaled to
+// the lane's rate if it changed since; fromHold when a hold is in it. tk
+// is brought up to date.
+func (k *KeyState) leftToWait(now time.Time, tk *ticket) (w time.Duration, fromHold bool) {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	for l := range numLanes {
+		if tk.costs[l] <= 0 {
+			continue
+		}
+		s := k.state.Lane(l)
+		if hold := s.Until.Sub(now); hold > 0 {
+			w, fromHold = max(w, hold), true
+		}
+		if !tk.charged.Has(l) {
+			continue
+		}
+		moved := s.Shift - tk.shiftAt[l]
+		fromHold = fromHold || moved > 0
+		if !tk.retry {
+			moved += s.Pushed - tk.pushedAt[l]
+		}
+		due := k.scaledDue(l, now, tk).Add(moved)
+		tk.due[l], tk.perAt[l], tk.shiftAt[l], tk.pushedAt[l] = due, s.Scaled, s.Shift, s.Pushed
+		w = max(w, due.Sub(now))
+	}
+	return w, fromHold
+}
+
+// scaledDue is tk's due on lane l scaled to the lane's rate, if it changed
+// since: what was left of it when the schedule was scaled (scaledAt) is
+// stretched or shrunk as the schedule's end was (store.Apply's OpRates),
+// before the holds and retries since move it on. Scaled from now instead, a
+// send that slept to its slot through a slower rate went at the old one
+// (the start's queue, slotted at a guess, went at twice the rate of the cut
+// that came while it slept, every other send refused). k.mu is held.
+func (k *KeyState) scaledDue(l laneID, now time.Time, tk *ticket) time.Time {
+	due, scaled := tk.due[l], k.state.Lane(l).Scaled
+	if scaled == tk.perAt[l] || tk.perAt[l] <= 0 {
+		return due
+	}
+	at := k.scaledAt[l]
+	if at.IsZero() || at.After(now) {
+		at = now
+	}
+	if !due.After(at) {
+		return due
+	}
+	return addNs(at, float64(due.Sub(at))*scaled/tk.perAt[l])
+}
+
+// noteScaled keeps when each lane's schedule was scaled to a new rate: the
+// lanes of r whose Scaled differs from k's state's, at now. k.mu is held.
+func (k *KeyState) noteScaled(r *store.Record, now time.Time) {
+	for l := range numLanes {
+		if r.Lane(l).Scaled != k.state.Lane(l).Scaled {
+			k.scaledAt[l] = now
+		}
+	}
+}
+
+// woken is what wakes the sends of k's key waiting for their slots: closed
+// when a lane's rate grows enough that the schedule was scaled to it (so
+// that they go sooner), or when the key's circuit opens (so that they are
+// refused).
+func (k *KeyState) woken() <-chan struct{} {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	if k.wake == nil {
+		k.wake = make(chan struct{})
+	}
+	return k.wake
+}
+
+// update makes st k's state when it is as new as k's (by its Seq), and
+// wakes the sends waiting if a lane's schedule was scaled to a faster
+// rate. k.mu is held.
+func (k *KeyState) update(st store.State) {
+	if st.Seq < k.state.Seq {
+		return
+	}
+	k.noteScaled(&st.Record, st.Now) // (st.Now: the engine's clock, toLocalClock)
+	faster := false
+	for l := range numLanes {
+		if old := k.state.Lane(l).Scaled; st.Lane(l).Scaled < old && old > 0 {
+			faster = true
+		}
+	}
+	k.state = st
+	if faster {
+		k.wakeAll()
+	}
+}
+
+// wakeAll wakes the sends of k's key waiting for their slots. k.mu is held.
+func (k *KeyState) wakeAll() {
+	if k.wake != nil {
+		close(k.wake)
+		k.wake = nil
+	}
+}
