@@ -106,7 +106,7 @@ func TestWaitMustFit(t *testing.T) {
 			budget: -1, replies: replies{reply(429)}, wantReason: OutOfTime, wantLimited: true},
 		{name: "no budget: 429 with a long Retry-After is still waited",
 			replies: replies{reply(429, "Retry-After", "299"), reply(200)}, wantWaits: []time.Duration{299 * time.Second}, wantStatus: 200},
-		// Issue 21: no single wait of DefaultMaxWait or more is slept; the
+		// no single wait of DefaultMaxWait or more is slept; the
 		// response is handed back at once, as one that does not fit.
 		{name: "no budget: a Retry-After of DefaultMaxWait is handed back",
 			replies: replies{reply(429, "Retry-After", "300")}, wantStatus: 429},
@@ -238,7 +238,7 @@ func TestBudgetReserveIsAtomic(t *testing.T) {
 	reserveRace = func() {
 		switch n := arrivals.Add(1); {
 		case n < callers:
-			<-all // the first read of every caller meets here
+			<-all // The first read of every caller meets here
 		case n == callers:
 			close(all)
 		}

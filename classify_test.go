@@ -16,6 +16,7 @@ import (
 	"sync/atomic"
 	"syscall"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -375,4 +376,137 @@ func TestClassifierDecidesEveryTry(t *testing.T) {
 	assert.Equal(t, 2, calls, "Classifier calls")
 	assert.Equal(t, 2, script.Len(), "tries")
 	assert.Empty(t, resp.Header.Get("X-Busy"), "the second 200")
+}
+
+// fzErrors are the transport errors FuzzClassify picks from, with the class
+// R2 gives each when the caller's context is live.
+var fzErrors = []struct {
+	err  error
+	want Class
+}{
+	{&net.OpError{Op: "read", Net: "tcp", Err: syscall.ECONNRESET}, Transient},
+	{&net.OpError{Op: "dial", Net: "tcp", Err: syscall.ECONNREFUSED}, Transient},
+	{io.EOF, Transient},
+	{io.ErrUnexpectedEOF, Transient},
+	{&tryTimeoutError{d: time.Second}, Transient},
+	{fmt.Errorf("try: %w", context.DeadlineExceeded), Transient}, // a try's own deadline, not the caller's
+	{&url.Error{Op: "Get", URL: "https://api.example.com", Err: &net.DNSError{Err: "no such host", Name: "api.example.com", IsNotFound: true}}, Permanent},
+	{&net.DNSError{Err: "server misbehaving", Name: "api.example.com", IsTemporary: true}, Transient},
+	{&tls.CertificateVerificationError{Err: x509.UnknownAuthorityError{}}, Permanent},
+	{fmt.Errorf("handshake: %w", x509.HostnameError{Host: "api.example.com", Certificate: &x509.Certificate{}}), Permanent},
+	{&url.Error{Op: "Post", URL: "https://api.example.com", Err: x509.CertificateInvalidError{Reason: x509.Expired}}, Permanent},
+	{errors.New("boom"), Transient},
+	{tls.RecordHeaderError{Msg: "first record does not look like a TLS handshake"}, Permanent}, // plain HTTP to https:// (R2)
+}
+
+// fzURLs are the request URLs FuzzClassify picks from, and whether R2 lets
+// a request to each be retried at all.
+var fzURLs = []struct {
+	url       string
+	retryable bool
+}{
+	{"https://api.example.com/v1/chat", true},
+	{"http://127.0.0.1:8080/v1/chat", true},
+	{"HTTPS://API.EXAMPLE.COM/v1", true},
+	{"ftp://files.example.com/x", false},
+	{"/v1/chat", false}, // no host
+	{"file:///etc/hosts", false},
+}
+
+// FuzzClassify: whatever the status, X-Should-Retry value, error and URL,
+// Classify never panics and returns one of the three classes; a status below
+// 400 is never retried; 429 is Throttled unless X-Should-Retry is false; the
+// caller's own ended context is never retried; and the rest of R2's table holds.
+func FuzzClassify(f *testing.F) {
+	for _, code := range []int{-1, 0, 100, 101, 200, 201, 204, 301, 304, 399, 400, 401, 403, 404, 408, 409, 422, 429, 499, 500, 501, 502, 503, 504, 505, 529, 599, 600, 999} {
+		for _, xsr := range []struct {
+			has bool
+			v   string
+		}{{false, ""}, {true, "true"}, {true, "false"}, {true, "TRUE"}, {true, " false "}, {true, "maybe"}, {true, ""}} {
+			f.Add(code, xsr.has, xsr.v, uint8(0), uint8(0), false)
+		}
+	}
+	for k := range fzErrors {
+		f.Add(0, false, "", uint8(k+1), uint8(0), false)
+		f.Add(0, false, "", uint8(k+1), uint8(0), true)
+	}
+	for u := range fzURLs {
+		f.Add(503, false, "", uint8(0), uint8(u), false)
+		f.Add(0, false, "", uint8(1), uint8(u), false)
+		f.Add(429, true, "true", uint8(0), uint8(u), true)
+	}
+	f.Fuzz(func(t *testing.T, code int, hasXSR bool, xsr string, errKind, urlKind uint8, canceled bool) {
+		ctx, cancel := context.WithCancel(context.Background())
+		defer cancel()
+		if canceled {
+			cancel()
+		}
+		u := fzURLs[int(urlKind)%len(fzURLs)]
+		req, err := http.NewRequestWithContext(ctx, http.MethodPost, u.url, nil)
+		require.NoError(t, err)
+		var (
+			resp    *http.Response
+			tryErr  error
+			errWant Class
+		)
+		if k := int(errKind) % (len(fzErrors) + 1); k == 0 {
+			resp = &http.Response{StatusCode: code, Header: http.Header{}, Body: http.NoBody}
+			if hasXSR {
+				resp.Header["X-Should-Retry"] = []string{xsr}
+			}
+		} else {
+			tryErr, errWant = fzErrors[k-1].err, fzErrors[k-1].want
+		}
+
+		got := Classify(req, resp, tryErr)
+		what := fmt.Sprintf("Classify(url %q, canceled %v, status %d, X-Should-Retry %v %q, err %v)", u.url, canceled, code, hasXSR, xsr, tryErr)
+		require.Contains(t, []Class{Permanent, Transient, Throttled}, got, "%s: one of the three classes", what)
+		switch {
+		case canceled || !u.retryable:
+			require.Equal(t, Permanent, got, "%s: the caller's context ended or the URL is not retryable", what)
+		case tryErr != nil:
+			require.Equal(t, errWant, got, what)
+		case code < 400:
+			require.Equal(t, Permanent, got, "%s: a status below 400 is never retried", what)
+		default:
+			v := ""
+			if hasXSR {
+				v = strings.TrimSpace(xsr)
+			}
+			if code == http.StatusTooManyRequests && !strings.EqualFold(v, "false") {
+				require.Equal(t, Throttled, got, what)
+			}
+			if want, known := fzStatusClass(code, hasXSR, xsr); known {
+				require.Equal(t, want, got, what)
+			}
+		}
+	})
+}
+
+// fzStatusClass is R2's table for a status >= 400. known is false for an
+// X-Should-Retry value R2 does not name (anything but "true" and "false").
+func fzStatusClass(code int, hasXSR bool, xsr string) (c Class, known bool) {
+	if hasXSR {
+		switch xsr {
+		case "true":
+			if code == http.StatusTooManyRequests {
+				return Throttled, true
+			}
+			return Transient, true
+		case "false":
+			return Permanent, true
+		}
+		if t := strings.TrimSpace(xsr); strings.EqualFold(t, "true") || strings.EqualFold(t, "false") {
+			return 0, false // a spelling R2 does not name: only the invariants apply
+		}
+	}
+	switch {
+	case code == http.StatusTooManyRequests:
+		return Throttled, true
+	case code == http.StatusRequestTimeout:
+		return Transient, true
+	case code >= 500 && code <= 599 && code != http.StatusNotImplemented && code != http.StatusHTTPVersionNotSupported:
+		return Transient, true
+	}
+	return Permanent, true
 }

@@ -1,6 +1,6 @@
 package bench
 
-// Tests of the outage scenario (issue 30): the report's arithmetic worked
+// Tests of the outage scenario: the report's arithmetic worked
 // by hand, and a 2 s run of the retryhttp rows that checks only what must
 // hold whatever the timing: a circuit sends a provider that is down a
 // small part of what retries send it, fails its calls sooner, and lets a

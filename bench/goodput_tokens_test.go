@@ -1,6 +1,6 @@
 package bench
 
-// Tests of what the goodput harness gained for issue 22's token limit: the
+// Tests of what the goodput harness gained for the token limit: the
 // prompts, the ideal client against two limits, the token share and the
 // targets.
 

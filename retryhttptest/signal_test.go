@@ -81,7 +81,7 @@ func TestSignalString(t *testing.T) {
 }
 
 // TestReplyAsksResetWithCooldown pins what Reply.Asks says of the rate-limit
-// forms (issue 21, item 10): they act only with a Cooldown, and hold until
+// forms (they act only with a Cooldown, and hold until
 // one resolution before the reset, not until it (RULES.md R17): a
 // whole-second reset of 1 s holds nothing, and the retry waits its backoff.
 func TestReplyAsksResetWithCooldown(t *testing.T) {

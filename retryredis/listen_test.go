@@ -169,3 +169,28 @@ func TestCooldownHearsAnotherReplica(t *testing.T) {
 	t.Logf("replica b held %v after replica a's 429 began", time.Since(start))
 	assert.InDelta(t, float64(20*time.Second), float64(time.Until(b.Until("https://api.example.com"))), float64(time.Second))
 }
+
+// TestListenPollCountsForTheBreaker: with Redis stalled and only
+// a Listen running (no Apply at all), the poll's timeouts are Redis
+// failing: the breaker opens and says so once (the poll's own timeout was
+// read as a caller's context ending, and the breaker never heard of it).
+func TestListenPollCountsForTheBreaker(t *testing.T) {
+	srv := ownRedis(t)
+	log, logs := logsOf(t)
+	s := newStore(t, srv.client(t), WithLogger(log))
+	stop := s.Listen(func(string, store.State) {})
+	defer stop()
+	time.Sleep(50 * time.Millisecond) // The first poll, on a Redis that answers
+	require.False(t, s.br.isOpen())
+
+	srv.stop()
+	defer srv.resume() // before the Store's Close, which the test's cleanup runs
+	deadline := time.Now().Add(5 * time.Second)
+	for count(logs, msgFailing) == 0 && time.Now().Before(deadline) {
+		time.Sleep(20 * time.Millisecond)
+	}
+	assert.True(t, s.br.isOpen(), "the polls' timeouts opened the breaker")
+	assert.Equal(t, 1, count(logs, msgFailing), "and it said so")
+	time.Sleep(2 * pollEvery) // probes that fail again
+	assert.Equal(t, 1, count(logs, msgFailing), "once")
+}

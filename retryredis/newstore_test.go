@@ -2,6 +2,7 @@ package retryredis
 
 import (
 	"context"
+	"fmt"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -69,4 +70,31 @@ func TestPing(t *testing.T) {
 	t.Cleanup(func() { _ = c.Close() })
 	down := newStore(t, c)
 	assert.Error(t, down.Ping(context.Background()), "Redis down at boot: Ping says so")
+}
+
+// TestPrefixHoldingKey: a prefix holding "key:" would meet
+// another prefix's keys (WithPrefix("p:key:")'s index, p:key:armed, is
+// prefix p:'s state of the key "armed"): NewStore refuses it at once, as
+// it does a nil client. Other prefixes are fine, and never meet.
+func TestPrefixHoldingKey(t *testing.T) {
+	c := redis.NewClient(&redis.Options{Addr: "127.0.0.1:1"})
+	defer c.Close()
+	for _, p := range []string{"p:key:", "key:", "a key:b", "retryhttp:key:x:"} {
+		assert.PanicsWithValue(t, fmt.Sprintf("retryredis: WithPrefix(%q): a prefix may not hold \"key:\": its keys would meet another prefix's", p),
+			func() { NewStore(c, WithPrefix(p)) }, "%q", p)
+	}
+	prefixes := []string{"", "p:", "p:keys", "p:ke", "p:armed", "retryhttp:", "key"}
+	names := map[string]string{}
+	for _, p := range prefixes {
+		s := NewStore(c, WithPrefix(p))
+		require.NoError(t, s.Close())
+		for _, k := range []string{"armed", "k", "key:armed", "x"} {
+			for _, name := range []string{s.keyPrefix + k, s.index, s.channel} {
+				if other, ok := names[name]; ok && other != p {
+					t.Errorf("prefixes %q and %q both use %q", other, p, name)
+				}
+				names[name] = p
+			}
+		}
+	}
 }

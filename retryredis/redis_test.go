@@ -15,7 +15,7 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-// A real Redis for the tests (issue 23: nothing stands in for it): a
+// A real Redis for the tests (nothing stands in for it): a
 // redis-server of its own on a free port of 127.0.0.1, with no
 // persistence, or the one at REDIS_ADDR. Nothing else is reached.
 

@@ -77,7 +77,7 @@ func hearNews(now time.Time) []News {
 				for _, reset := range []hint{{}, {100 * ms, ms, true}, {s, s, true}} {
 					for _, c := range []signal.Counts{{}, {Limit: 10, Remaining: 0, Window: 100 * ms, Res: ms, OK: true},
 						{Limit: 10, Remaining: 9, Window: s, Res: s, OK: true}, {Limit: 10, Remaining: 10, Window: 0, Res: ms, OK: true},
-						{Limit: 2, Remaining: 1, Window: 999999 * time.Hour, Res: s, OK: true}, // issue 21: a century a send
+						{Limit: 2, Remaining: 1, Window: 999999 * time.Hour, Res: s, OK: true}, // a century a send
 						{Limit: 50000, Remaining: 1000, Window: 980 * ms, Res: ms, OK: true}} {
 						for _, cost := range []float64{0, 1, 1500} {
 							if kind == 0 && ask.ok {
@@ -122,7 +122,7 @@ func checkHearLane(t *testing.T, now time.Time, r Rates, quiet time.Duration, n 
 		check(g.Learned >= float64(MinInterval)/unit*0.999 && g.Learned <= float64(MaxLearned)/unit*1.001, "a learned rate stays within [MinInterval, MaxLearned] a send")
 	}
 	for _, f := range []float64{g.Stated, g.Learned, g.CoarseBound, g.Slowdown, g.Per(), g.Burst()} {
-		check(!math.IsNaN(f) && !math.IsInf(f, 0) && f >= 0, "every rate is a finite number (issue 21: a float to int overflow)")
+		check(!math.IsNaN(f) && !math.IsInf(f, 0) && f >= 0, "every rate is a finite number (a float to int overflow)")
 	}
 	if !n.Counts.OK && !n.Hit && !n.OK && !n.HasReset && !n.HasAsk {
 		kept := r
@@ -150,7 +150,7 @@ func checkCountsRule(check func(bool, string), r Rates, n News, g Rates) {
 		want = math.Max(want, float64(MinInterval)/math.Max(g.MeanCost, 1))
 		check(math.Abs(g.Stated-want) <= want*1e-9, "fine counts are the word: the slowest recent one")
 		check(g.Stated <= float64(MaxWindow)/float64(c.Limit)*ExactSlack*1.001 || r.Stated*StatedDecay > float64(MaxWindow)/float64(c.Limit),
-			"no count makes a rate slower than its whole limit in a minute (issue 21)")
+			"no count makes a rate slower than its whole limit in a minute")
 	} else {
 		want := iv
 		if r.CoarseBound > 0 {
@@ -212,7 +212,7 @@ func checkGrowRule(check func(bool, string), r Rates, quiet time.Duration, n New
 		}
 		bounded := math.Min(math.Max(r.Learned*want, float64(MinInterval)/unit), float64(MaxLearned)/unit)
 		check(math.Abs(g.Learned-bounded) <= bounded*1e-9, "a success grows a learned rate: fast while ramping or quiet, else slowly")
-		check(quiet < IdleAfter || g.Regrowing || g.Ramping, "quiet for IdleAfter, it grows fast again (issue 21)")
+		check(quiet < IdleAfter || g.Regrowing || g.Ramping, "quiet for IdleAfter, it grows fast again")
 	}
 }
 
@@ -222,7 +222,7 @@ func checkGrowRule(check func(bool, string), r Rates, quiet time.Duration, n New
 func checkHoldRule(check func(bool, string), now time.Time, n News, e Effect) {
 	if n.HasAsk && n.Ask > n.AskRes {
 		check(!e.Hold.Before(now.Add(min(n.Ask, MaxHold))), "an ask past its resolution holds the lane all of it")
-		check(e.Refuse == (n.Ask > MaxHold), "an ask past MaxHold refuses the lane meanwhile (issue 21)")
+		check(e.Refuse == (n.Ask > MaxHold), "an ask past MaxHold refuses the lane meanwhile")
 	}
 	check(e.Hold.IsZero() || !e.Hold.After(now.Add(MaxHold)), "no hold past MaxHold")
 	level := e.Rates.Limit > 0 && e.Rates.Stated > 0 && e.Rates.Slowdown <= 1

@@ -12,9 +12,10 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-// Issue 29, item 7(b): Local's map grew without bound. It drops a key once
-// the key's Record Expires (KeepFor past its latest time), looked over at
-// most once a sweepEvery of its clock, by the next Apply.
+// Local's map is bounded: it drops a key once the key's Record Expires
+// (KeepFor past its latest time), looked over at most once a sweepEvery of
+// its clock, by the next Apply. And a send's charge is bounded by its
+// lane's bucket (Lane.Charge).
 
 // movingClock is a clock a test moves.
 type movingClock struct {
@@ -34,11 +35,11 @@ func (c *movingClock) add(d time.Duration) {
 	c.mu.Unlock()
 }
 
-// TestHardeningLocalDropsExpiredKeys: 1,000 keys held a second, and one
+// TestLocalDropsExpiredKeys: 1,000 keys held a second, and one
 // held 10 minutes; a read of a key it does not keep makes none. Once each
 // has Expired, the next Apply after a sweepEvery drops it, and a key
 // dropped and made again starts from nothing, its Seq still growing.
-func TestHardeningLocalDropsExpiredKeys(t *testing.T) {
+func TestLocalDropsExpiredKeys(t *testing.T) {
 	clk := &movingClock{now: epoch}
 	s := NewLocal(clk.Now)
 	ctx := context.Background()
@@ -78,15 +79,15 @@ func TestHardeningLocalDropsExpiredKeys(t *testing.T) {
 	assert.Equal(t, clk.Now().Add(time.Second), st.Lane(0).Until, "from nothing")
 }
 
-// TestHardeningChargeExhaustive: over a grid of lanes (paced or not, a
+// TestChargeExhaustive: over a grid of lanes (paced or not, a
 // bucket or not, the schedule behind, at or ahead of now, a hold) and of
 // costs (none, one, a bucket's, centuries, 2^63, +Inf, NaN, negative),
 // each a take or a retry: a send is charged a finite amount, at most its
-// lane's whole bucket (Burst, or MaxDebt where none is known: issue 29,
-// item 1, a lane owed 292 years), and a send of one unit after it waits at
+// lane's whole bucket (Burst, or MaxDebt where none is known: a lane once
+// owed 292 years), and a send of one unit after it waits at
 // most that bucket (and its own charge) more than it did, or than it would
 // have with no send before it.
-func TestHardeningChargeExhaustive(t *testing.T) {
+func TestChargeExhaustive(t *testing.T) {
 	now := epoch
 	n := 0
 	costs := []float64{0, 1, 100, 1e20, math.MaxInt64, math.Inf(1), math.NaN(), -5}
