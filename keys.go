@@ -19,38 +19,16 @@ import (
 // KeyByModel is a key function for NewCooldown, for providers whose limits
 // are per model, as OpenAI's and Anthropic's are: the request URL's
 // scheme://host, lowercased, then "/" and the model the request asks for
-// ("https://api.openai.com/gpt-4o"), so that a 429 for one model holds
-// the calls to that model and not those to another model of the same
-// host. The model is read where the provider reads it:
-//
-//   - in the path, as Gemini puts it: the {model} of a last segment
-//     models/{model}:{method} (/v1beta/models/{model}:generateContent,
-//     :streamGenerateContent, and Vertex AI's
-//     .../publishers/google/models/{model}:generateContent);
-//   - else in a JSON body, as the OpenAI and Anthropic SDKs put it: its
-//     top-level "model" string, as encoding/json reads it. The body is read
-//     from a GetBody copy, never from req.Body, at most its first 64 KiB,
-//     for at most 40 ms of real time and not past req's context (as
-//     EstimateTokens reads it).
-//
-// A request in which no model is found (no body, no GetBody, GetBody
-// failing, a body that is not a JSON object, a model past the first 64
-// KiB, a read given up) has the host's key alone, the default key, which
-// it shares with every other such request of the host. A request whose URL
-// has no host gets "", which leaves it out. The model is kept as it is
-// written (not lowercased). KeyByModel never modifies req and never
-// panics, whatever GetBody and its copy's Read do.
-//
-// Given to NewCooldown as it is (not wrapped in a function of one's own),
-// it is not called at all: the Cooldown reads the same key itself, at most
-// once per call as it would call a key function (NewCooldown says when),
-// and reads no body for a host none of its watched keys is of unless the
-// call's answer arms one. So a first try to a host no watched key is of
-// costs what it costs without a Cooldown (R16: no allocation, no read);
-// one to a host that has a watched key goes the transport's slow path, and
-// the read of its body allocates (GetBody's copy, and the goroutine that
-// bounds the read in real time). Cooldown.Until takes the key as
-// KeyByModel writes it.
+// ("https://api.openai.com/gpt-4o"), so that a 429 for one model holds the
+// calls to that model only. The model is read from Gemini's path
+// (models/{model}:{method}) or a JSON body's top-level "model", from a
+// GetBody copy (its first 64 KiB, for at most 40 ms, never req.Body); a
+// request in which none is found has the host's key. A request whose URL
+// has no host gets "", which leaves it out. It never modifies req and
+// never panics. Given to NewCooldown as it is, it is not called: the
+// Cooldown reads the same key itself, and reads no body for a host none of
+// its watched keys is of (R16). Until takes the key as KeyByModel writes
+// it. The rules: RULES.md R17.
 func KeyByModel(req *http.Request) string {
 	if req == nil || req.URL == nil {
 		return ""

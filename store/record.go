@@ -54,6 +54,9 @@ const (
 	// KeepFor is how long a Store keeps a key past the latest time in its
 	// Record (Record.Expires): a key quiet that long has nothing to say.
 	KeepFor = time.Minute
+	// MaxKeyLen is the longest key a Store is given: a Cooldown keeps a
+	// longer one by its SHA-256 ("sha256:" and 64 hex digits).
+	MaxKeyLen = 256
 	// ProbeLease is how long a circuit's probe holds the key half-open
 	// when its answer never comes (its process died): the next try after
 	// it probes again (R25).

@@ -4,6 +4,8 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"strings"
+
+	"github.com/retryhttp/retryhttp/store"
 )
 
 // What a key's name may be: any bytes, bounded. A key longer than
@@ -12,7 +14,7 @@ import (
 // key is kept as another's hash (a tenant whose own key was another's
 // hashed form shared its hold).
 const (
-	MaxKeyLen  = 256
+	MaxKeyLen  = store.MaxKeyLen
 	hashPrefix = "sha256:"
 	hashedLen  = len(hashPrefix) + 2*sha256.Size
 )

@@ -2,6 +2,7 @@ package storetest
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"strconv"
@@ -49,18 +50,28 @@ func (k kit) clock(t *testing.T) {
 	}
 }
 
-// keys: keys of any bytes are kept apart and round-trip.
+// keys: keys of any bytes, up to MaxKeyLen, are kept apart and
+// round-trip.
 func (k kit) keys(t *testing.T) {
 	s := k.h.Open(t)
-	names := []string{"", " ", "a b", "line\r\nbreak", "{tag}", "armed", "key:", "\x00\xff binary", strings.Repeat("k", 300), "ünïcode"}
+	names := []string{"", " ", "a b", "line\r\nbreak", "{tag}", "armed", "key:", "\x00\xff binary", "ünïcode"}
+	keys := make([]string, 0, len(names)+2)
+	for _, n := range names {
+		keys = append(keys, k.key(t, n))
+	}
+	// The longest key a Store is given, and one as long that differs only
+	// in its last byte.
+	longest := k.key(t, "")
+	longest += strings.Repeat("k", store.MaxKeyLen-len(longest))
+	keys = append(keys, longest, longest[:len(longest)-1]+"j")
 	ctx := context.Background()
-	for i, n := range names {
-		if _, err := s.Apply(ctx, k.key(t, n), []store.Op{{Kind: store.OpHold, Lane: store.Requests, For: time.Duration(i+1) * time.Minute}}); err != nil {
-			t.Fatalf("key %q: %v", n, err)
+	for i, key := range keys {
+		if _, err := applyRetried(ctx, s, key, []store.Op{{Kind: store.OpHold, Lane: store.Requests, For: time.Duration(i+1) * time.Minute}}); err != nil {
+			t.Fatalf("key %q (%d bytes): %v", key, len(key), err)
 		}
 	}
-	for i, n := range names {
-		st, err := s.Apply(ctx, k.key(t, n), nil)
+	for i, n := range keys {
+		st, err := applyRetried(ctx, s, n, nil)
 		if err != nil {
 			t.Fatalf("key %q: %v", n, err)
 		}
@@ -71,7 +82,9 @@ func (k kit) keys(t *testing.T) {
 }
 
 // concurrent: Applies of one key from many goroutines are atomic: every
-// take gets a slot of its own, one charge apart.
+// take gets a slot of its own, one charge apart; and each reads the clock
+// once the key is locked: in the order the Store applied them (by Seq),
+// their nows never go back.
 func (k kit) concurrent(t *testing.T) {
 	s := k.h.Open(t)
 	key := k.key(t, "k")
@@ -80,36 +93,77 @@ func (k kit) concurrent(t *testing.T) {
 		t.Fatal(err)
 	}
 	const workers, each = 8, 20
-	slots := make(chan time.Time, workers*each)
+	states := make(chan store.State, workers*each)
 	var wg sync.WaitGroup
 	for range workers {
 		wg.Go(func() {
 			for range each {
 				st, err := s.Apply(ctx, key, []store.Op{{Kind: store.OpTake, Costs: []float64{1}, Within: time.Hour}})
-				if err != nil || !st.Took {
-					t.Errorf("a take: %v, took %v", err, st.Took)
+				if err != nil {
+					continue // a Store may fail an Apply (its bound on a loaded machine); the rest must hold
+				}
+				if !st.Took {
+					t.Errorf("a take did not take: %+v", st.Result)
 					return
 				}
-				slots <- st.Now.Add(st.Wait).Truncate(time.Second)
+				states <- st
 			}
 		})
 	}
 	wg.Wait()
-	close(slots)
+	close(states)
+	var got []store.State
 	seen := map[time.Time]bool{}
-	for at := range slots {
+	for st := range states {
+		at := st.Now.Add(st.Wait).Truncate(time.Second)
 		if seen[at] {
 			t.Errorf("two takes got the slot of %v: Applies of a key are not atomic", at)
 		}
 		seen[at] = true
+		got = append(got, st)
 	}
+	if len(got) < workers*each/2 {
+		t.Fatalf("%d of %d takes failed", workers*each-len(got), workers*each)
+	}
+	if err := clockOrder(got); err != nil {
+		t.Error(err)
+	}
+}
+
+// clockOrder says whether Applies of one key, in the order the Store
+// applied them (by Seq), have nows that never go back: the Store read its
+// clock once the key was locked.
+func clockOrder(states []store.State) error {
+	slices.SortFunc(states, func(a, b store.State) int { return cmpUint(a.Seq, b.Seq) })
+	for i := 1; i < len(states); i++ {
+		if states[i].Now.Before(states[i-1].Now) {
+			return fmt.Errorf("Seq %d was applied at %v, after Seq %d at %v: the Store read its clock before it locked the key",
+				states[i].Seq, states[i].Now.Format(time.RFC3339Nano), states[i-1].Seq, states[i-1].Now.Format(time.RFC3339Nano))
+		}
+	}
+	return nil
+}
+
+func cmpUint(a, b uint64) int {
+	switch {
+	case a < b:
+		return -1
+	case a > b:
+		return 1
+	}
+	return 0
 }
 
 // listen: a State another Store published comes to Listen within a
 // second; one not published never does; stop ends it.
 func (k kit) listen(t *testing.T) {
-	a, b := k.h.Open(t), k.h.Open(t)
-	key := k.key(t, "k")
+	if err := listenCheck(k.h.Open(t), k.h.Open(t), k.key(t, "k")); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// listenCheck is listen's work: a publishes, b listens.
+func listenCheck(a, b store.Store, key string) error {
 	heard := make(chan store.State, 64)
 	stop := b.Listen(func(got string, st store.State) {
 		if got == key {
@@ -119,36 +173,49 @@ func (k kit) listen(t *testing.T) {
 	ctx := context.Background()
 	quiet, err := a.Apply(ctx, key, []store.Op{{Kind: store.OpTake, Costs: []float64{1}}})
 	if err != nil {
-		t.Fatal(err)
+		return err
 	}
 	loud, err := a.Apply(ctx, key, []store.Op{{Kind: store.OpHold, Lane: store.Tokens, For: time.Minute}})
 	if err != nil {
-		t.Fatal(err)
+		return err
 	}
 	if !loud.Publish || quiet.Publish {
-		t.Fatalf("Publish: a take %v, a hold %v: want false, true", quiet.Publish, loud.Publish)
+		return fmt.Errorf("Publish: a take %v, a hold %v: want false, true", quiet.Publish, loud.Publish)
 	}
 	select {
 	case st := <-heard:
 		if st.Seq == quiet.Seq {
-			t.Errorf("Listen heard a State that was not published (Seq %d)", st.Seq)
+			return fmt.Errorf("Listen heard a State that was not published (Seq %d)", st.Seq)
 		}
 		if st.Seq != loud.Seq || !st.Lane(store.Tokens).Until.Equal(loud.Lane(store.Tokens).Until) {
-			t.Errorf("Listen heard %+v, want the held State (Seq %d)", st.Record, loud.Seq)
+			return fmt.Errorf("Listen heard %+v, want the held State (Seq %d)", st.Record, loud.Seq)
 		}
 	case <-time.After(time.Second):
-		t.Fatal("a published State did not come to Listen within a second")
+		// Which is it: a Listen that returned before it listened (a State
+		// published a second later comes), or one that hears nothing?
+		again, err := a.Apply(ctx, key, []store.Op{{Kind: store.OpHold, Lane: store.Tokens, For: 2 * time.Minute}})
+		if err != nil {
+			return err
+		}
+		select {
+		case <-heard:
+			return fmt.Errorf("Listen returned before it was listening: the State published as it returned (Seq %d) never came, "+
+				"the one published a second later (Seq %d) did", loud.Seq, again.Seq)
+		case <-time.After(time.Second):
+			return errors.New("a published State did not come to Listen within a second: none comes at all")
+		}
 	}
 	stop()
 	if _, err := a.Apply(ctx, key, []store.Op{{Kind: store.OpLimited}}); err != nil {
-		t.Fatal(err)
+		return err
 	}
 	time.Sleep(50 * time.Millisecond)
 	for len(heard) > 0 {
 		if st := <-heard; st.Seq > loud.Seq {
-			t.Errorf("Listen heard Seq %d after stop", st.Seq)
+			return fmt.Errorf("Listen heard Seq %d after stop", st.Seq)
 		}
 	}
+	return nil
 }
 
 // junk: bytes that are not a Record, and a Record out of range, are read

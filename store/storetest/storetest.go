@@ -1,6 +1,8 @@
 // Package storetest checks a store.Store against the rules of package
 // store, as testing/fstest.TestFS checks an fs.FS: run it in the Store's
-// own tests.
+// own tests. A Store may fail an Apply now and then (its own bound, on a
+// loaded machine): the kit reads the key and goes on, and fails a
+// sequence only on a few failed Applies in it.
 //
 //	func TestStore(t *testing.T) {
 //		storetest.Run(t, storetest.Harness{
@@ -14,8 +16,10 @@
 // each op and on seeded random sequences with values out of range (NaN,
 // huge and negative numbers, lanes past MaxLanes, Rates too long); the
 // clock and Seq rules; Listen (what is published, and only that, within a
-// second); concurrent Applies of one key (run it under -race); keys of any
-// bytes; and junk in the backend (Harness.Plant).
+// second, and a Listen that returns before it listens, with a message of
+// its own); concurrent Applies of one key (run it under -race), each
+// reading the clock once the key is locked; keys of any bytes, up to
+// store.MaxKeyLen; and junk in the backend (Harness.Plant).
 package storetest
 
 import (
@@ -38,7 +42,9 @@ type Harness struct {
 	Open func(t *testing.T) store.Store
 	// Plant writes b as the bytes the backend keeps for key, as junk or
 	// an old writer would, so that Run checks they are read as nothing
-	// and overwritten. nil: the junk checks are skipped.
+	// and overwritten. What it plants must live a minute at least
+	// (store.KeepFor: retryredis sets that TTL, store.Local that expiry);
+	// the kit reads it within seconds. nil: the junk checks are skipped.
 	Plant func(t *testing.T, key string, b []byte)
 	// Sequences is how many random sequences of ops Run applies (each of
 	// up to 12 Applies), from Seed. 0: 300.
@@ -53,6 +59,11 @@ type Harness struct {
 }
 
 var runs atomic.Uint64
+
+// maxFaults is how many failed Applies one sequence of steps allows: a
+// Store's own bound may fail one on a loaded machine (R24 allows it),
+// never many.
+const maxFaults = 3
 
 // Run checks the Store that h opens. Each check uses keys of its own,
 // unique to the Run, so a backend shared with other tests is fine.
@@ -106,11 +117,24 @@ func check(t *testing.T, s store.Store, key string, steps []step) {
 func agree(s store.Store, key string, steps []step) error {
 	var ref store.Record
 	var h []store.State
+	faults := 0
 	for i, mk := range steps {
 		ops := mk(h)
 		st, err := s.Apply(context.Background(), key, ops)
 		if err != nil {
-			return fmt.Errorf("step %d: Apply(%v): %w", i, describe(ops), err)
+			// A Store may fail an Apply (its bound, on a loaded machine),
+			// and cannot tell whether its ops took effect: read the key
+			// and go on from what it keeps, the step unchecked; a Store
+			// that fails more than a few times in a sequence fails it.
+			if faults++; faults > maxFaults {
+				return fmt.Errorf("step %d: Apply(%v): %w (%d failed Applies in one sequence)", i, describe(ops), err, faults)
+			}
+			if st, err = applyRetried(context.Background(), s, key, nil); err != nil {
+				return fmt.Errorf("step %d: a read after a failed Apply: %w", i, err)
+			}
+			ref = st.Clone()
+			h = append(h, st)
+			continue
 		}
 		want := store.Apply(&ref, st.Now, ops)
 		if diff := compare(ref, st.Record, want, st.Result); diff != "" {
@@ -167,4 +191,22 @@ func describe(ops []store.Op) string {
 		parts[i] = fmt.Sprintf("%s%+v", op.Kind, op)
 	}
 	return "[" + strings.Join(parts, ", ") + "]"
+}
+
+// applyRetried is Apply, tried again up to three times when it fails: a
+// Store's error is allowed (its bound, on a loaded machine; the Cooldown
+// goes on with its own state), and a check that is not about errors must
+// not fail on one. A read (no ops) is always safe to try again; the ops
+// the kit retries this way are holds, forward only: applied twice, a hold
+// ends the moment of the retry later, which the check that uses it allows.
+func applyRetried(ctx context.Context, s store.Store, key string, ops []store.Op) (store.State, error) {
+	var err error
+	for range 4 {
+		var st store.State
+		if st, err = s.Apply(ctx, key, ops); err == nil {
+			return st, nil
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	return store.State{}, err
 }
