@@ -1,0 +1,119 @@
+package cooldown
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/retryhttp/retryhttp/store"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"go.uber.org/zap"
+)
+
+// The seam, as the retry loop meets it: a Pass per try, on an engine with
+// no Store, its clock a test's.
+
+// testEngine is an engine on a clock the test moves, with a circuit of 3.
+func testEngine(t *testing.T, store store.Store) (*Engine, *time.Time) {
+	t.Helper()
+	now := epoch
+	e := New(Config{Store: store, Circuit: &Circuit{Failures: 3, Open: time.Second}})
+	e.Bind(func() time.Time { return now }, zap.NewNop())
+	t.Cleanup(e.Close)
+	return e, &now
+}
+
+// TestPassHeld: an ask on a failed try holds the next send for all of it:
+// Enter says Held with what is left when it does not fit, and Go with the
+// wait when it does; Next says what is left after part of it.
+func TestPassHeld(t *testing.T) {
+	e, now := testEngine(t, nil)
+	ctx := context.Background()
+	p := e.Pass(nil)
+	p.Hear(ctx, &Answer{Limited: true, Ask: 20 * time.Second, HasAsk: true, AskRes: time.Millisecond},
+		true, func() Costs { return Costs{1} }, func() string { return "k" })
+	require.True(t, p.Watched(), "the 429 armed the key")
+
+	q := e.Pass(e.Find("k"))
+	v, w := q.Enter(ctx, Costs{1}, 10*time.Second, false)
+	assert.Equal(t, Held, v, "20 s does not fit 10")
+	assert.Equal(t, 20*time.Second, w)
+
+	v, w = q.Enter(ctx, Costs{1}, time.Minute, false)
+	require.Equal(t, Go, v)
+	assert.Equal(t, 20*time.Second, w, "a wait that fits: the rest of the hold")
+	*now = now.Add(15 * time.Second)
+	w, fromHold, down := q.Next()
+	assert.Equal(t, 5*time.Second, w)
+	assert.True(t, fromHold)
+	assert.False(t, down)
+	*now = now.Add(5 * time.Second)
+	w, _, _ = q.Next()
+	assert.Zero(t, w, "its slot: it goes")
+}
+
+// TestPassCircuit: three failures open the key's circuit; Enter then says
+// Down; after Open, the next Pass is the probe, its End lets the next
+// probe, and its sign of life closes the circuit.
+func TestPassCircuit(t *testing.T) {
+	e, now := testEngine(t, nil)
+	ctx := context.Background()
+	fail := &Answer{Circuit: Failure}
+	for range 3 {
+		p := e.Pass(e.Find("k"))
+		p.Hear(ctx, fail, false, nil, func() string { return "k" })
+	}
+	require.True(t, e.Down("k"))
+	p := e.Pass(e.Find("k"))
+	v, _ := p.Enter(ctx, Costs{1}, time.Minute, false)
+	assert.Equal(t, Down, v)
+	assert.True(t, p.Refuses())
+
+	*now = now.Add(time.Second)
+	probe := e.Pass(e.Find("k"))
+	v, _ = probe.Enter(ctx, Costs{1}, time.Minute, false)
+	require.Equal(t, Go, v)
+	require.True(t, probe.Probing())
+	other := e.Pass(e.Find("k"))
+	v, _ = other.Enter(ctx, Costs{1}, time.Minute, false)
+	assert.Equal(t, Down, v, "while the probe is out")
+	probe.End(ctx)
+	assert.False(t, e.Down("k"), "its end lets the next try probe")
+
+	probe = e.Pass(e.Find("k"))
+	v, _ = probe.Enter(ctx, Costs{1}, time.Minute, false)
+	require.Equal(t, Go, v)
+	probe.Hear(ctx, &Answer{Circuit: SignOfLife, OK: true}, true, nil, nil)
+	assert.False(t, e.Down("k"))
+	after := e.Pass(e.Find("k"))
+	v, _ = after.Enter(ctx, Costs{1}, time.Minute, false)
+	assert.Equal(t, Go, v, "closed")
+}
+
+// TestPassFree: a watched key with nothing held or paced takes no slot:
+// Enter says Go at once, and a Store sees no op.
+func TestPassFree(t *testing.T) {
+	counted := &countApplies{Store: store.NewLocal(nil)}
+	e, _ := testEngine(t, counted)
+	ctx := context.Background()
+	p := e.Pass(nil)
+	p.Hear(ctx, &Answer{Circuit: Failure}, false, nil, func() string { return "k" }) // a row: watched, nothing held
+	before := counted.n
+	q := e.Pass(e.Find("k"))
+	v, w := q.Enter(ctx, Costs{1}, time.Minute, false)
+	assert.Equal(t, Go, v)
+	assert.Zero(t, w)
+	assert.Equal(t, before, counted.n, "no op")
+}
+
+// countApplies counts the Applies that reach a Store.
+type countApplies struct {
+	store.Store
+	n int
+}
+
+func (s *countApplies) Apply(ctx context.Context, key string, ops []store.Op) (store.State, error) {
+	s.n++
+	return s.Store.Apply(ctx, key, ops)
+}
