@@ -14,7 +14,7 @@
 -- ARGV[1]  the caller's process id: the message it publishes starts with it.
 -- ARGV[2]  the channel to publish on; "" publishes nothing.
 -- ARGV[3]  the ops, space-separated (codec.go's appendOps):
---          T n c1..cn within_ns retry circuit   OpTake
+--          T n c1..cn within_ns priority retry circuit   OpTake
 --          H lane for_ns refuse                 OpHold
 --          C lane for_ns mark_us moved_ns       OpCorrect
 --          U lane mark_us charge_ns             OpUntake
@@ -35,7 +35,7 @@ local MAXAHEAD = 3600000000      -- store.MaxAhead, in µs (an hour)
 local MAXPER = 60000000000       -- store.MaxPer, in ns (a minute)
 local MAXDEBT = 60000000000      -- store.MaxDebt, in ns (a minute)
 local MAXBURST = 3600000000000   -- MaxAhead in ns: the most a Burst or a Charge is
-local MAXSPAN = 1125899906842624 -- 2^50 µs: the most a lane's Shift, Pushed or Moved is
+local MAXSPAN = 1125899906842624 -- 2^50 µs: the most a lane's Shift, Pushes or Moved is
 local MAXINT = 9007199254740992  -- 2^53: Seq, Version and times stay below it
 local KEEP = 60000000            -- store.KeepFor, in µs
 local LEASE = 30000000           -- store.ProbeLease, in µs
@@ -134,10 +134,15 @@ local function bytes()
   return b
 end
 
--- A lane as Go's store.Lane: u Until, r Refuse, n Next, sh Shift, pu Pushed,
--- mv Moved, rn RetryNext, per Per, b Burst, sc Scaled, lim Limited, v Version.
+-- A lane as Go's store.Lane: u Until, r Refuse, n Next, t Tails (t[l] is
+-- level l's, 1..5), sh Shift, p Pushes (p[l + 1] is level l's, 0..4), mv
+-- Moved, j Jumps, fx Fixed, fl FixedLevel, fp FixedPushed, per Per, b
+-- Burst, sc Scaled, lim Limited, v Version.
+local NLEVELS = 6                -- store.NumLevels
+local FLOOR = 9                  -- store's floorJumps: the tenth jump lets a lower head go
 local function newLane()
-  return {u = 0, r = false, n = 0, sh = 0, pu = 0, mv = 0, rn = 0, per = 0, b = 0, sc = 0, lim = 0, v = 0, rates = ''}
+  return {u = 0, r = false, n = 0, t = {0, 0, 0, 0, 0}, sh = 0, p = {0, 0, 0, 0, 0}, mv = 0, j = 0, fx = 0, fl = 0, fp = 0,
+    per = 0, b = 0, sc = 0, lim = 0, v = 0, rates = ''}
 end
 -- A circuit as Go's store.Circuit: f Failures, from From, many Many, last
 -- Last, open Open, since Since, probe Probe.
@@ -147,11 +152,17 @@ local function emptyRecord() return {seq = 0, lanes = {}, c = newCircuit()} end
 -- valid is store.Record.Valid at now.
 local function okTime(x) return x == 0 or (x > 0 and x <= now + MAXAHEAD) end
 local function okSpan(x) return x >= -MAXSPAN and x <= MAXSPAN end
+local function levelsOK(s)
+  for i = 1, NLEVELS - 1 do
+    if not (okTime(s.t[i]) and okSpan(s.p[i])) then return false end
+  end
+  return s.j >= 0 and s.j < MAXINT and s.fl >= 0 and s.fl < NLEVELS - 1
+end
 local function valid(st)
   for _, s in ipairs(st.lanes) do
-    if not (okTime(s.u) and okTime(s.n) and okTime(s.rn) and okTime(s.lim) and okSpan(s.sh) and okSpan(s.pu)
-      and okSpan(s.mv) and s.per >= 0 and s.per <= MAXPER and s.sc >= 0 and s.sc <= MAXPER and s.b >= 0
-      and s.b <= MAXBURST and s.v >= 0 and #s.rates <= MAXRATES) then return false end
+    if not (okTime(s.u) and okTime(s.n) and okTime(s.fx) and okTime(s.lim) and okSpan(s.sh) and okSpan(s.mv)
+      and okSpan(s.fp) and levelsOK(s) and s.per >= 0 and s.per <= MAXPER and s.sc >= 0 and s.sc <= MAXPER
+      and s.b >= 0 and s.b <= MAXBURST and s.v >= 0 and #s.rates <= MAXRATES) then return false end
   end
   local c = st.c
   return st.seq >= 0 and c.f >= 0 and okTime(c.last) and okTime(c.open) and okTime(c.since) and okTime(c.probe)
@@ -161,13 +172,17 @@ end
 -- else, as Go's UnmarshalBinary returns one.
 local function decode(raw)
   rd.s, rd.p = raw, 1
-  if word() ~= 'r3' then error('retryredis: not a record') end -- r2 and older: read as none
+  if word() ~= 'r4' then error('retryredis: not a record') end -- r3 and older: read as none
   local st = {seq = uint(), lanes = {}}
   local n = int()
   if n < 0 or n > MAXLANES then error('retryredis: lanes') end
   for l = 1, n do
     local s = newLane()
-    s.u, s.r, s.n, s.sh, s.pu, s.mv, s.rn = int(), flag(), int(), int(), int(), int(), int()
+    s.u, s.r, s.n = int(), flag(), int()
+    for i = 1, NLEVELS - 1 do s.t[i] = int() end
+    s.sh = int()
+    for i = 1, NLEVELS - 1 do s.p[i] = int() end
+    s.mv, s.j, s.fx, s.fl, s.fp = int(), int(), int(), int(), int()
     s.per, s.b, s.sc, s.lim, s.v, s.rates = num(), num(), num(), int(), uint(), bytes()
     st.lanes[l] = s
   end
@@ -180,10 +195,11 @@ end
 
 -- encode writes a record in store's encoding; Go reads it.
 local function encode(st)
-  local out = {'r3', string.format('%d %d', st.seq, #st.lanes)}
+  local out = {'r4', string.format('%d %d', st.seq, #st.lanes)}
   for _, s in ipairs(st.lanes) do
-    out[#out + 1] = string.format('%d %d %d %d %d %d %d %.17g %.17g %.17g %d %d %d:',
-      s.u, s.r and 1 or 0, s.n, s.sh, s.pu, s.mv, s.rn, s.per, s.b, s.sc, s.lim, s.v, #s.rates) .. s.rates
+    out[#out + 1] = string.format('%d %d %d %d %d %d %d %d %d %d %d %d %d %d %d %d %d %d %d %.17g %.17g %.17g %d %d %d:',
+      s.u, s.r and 1 or 0, s.n, s.t[1], s.t[2], s.t[3], s.t[4], s.t[5], s.sh, s.p[1], s.p[2], s.p[3], s.p[4], s.p[5],
+      s.mv, s.j, s.fx, s.fl, s.fp, s.per, s.b, s.sc, s.lim, s.v, #s.rates) .. s.rates
   end
   local c = st.c
   out[#out + 1] = string.format('%d %s %d %d %d %d %d', c.f, c.from, c.many and 1 or 0, c.last, c.open, c.since, c.probe)
@@ -216,21 +232,80 @@ local function charge(s, cost)
   return math.min(cost * s.per, debt)
 end
 
--- ready: when lane s's bucket covers a charge (ns) asked at now.
-local function ready(s, c, retry)
+-- tail: the end of the schedule of the sends of level l and above.
+local function tail(s, l)
+  if l <= 0 then return s.n end
+  return s.t[l]
+end
+
+-- ready: when lane s's bucket covers a charge (ns) asked at now, for a
+-- send of level l: the lowest level takes the bucket's slot; a higher one
+-- the grid's first slot after now and after its level's tail, jumping the
+-- sends waiting of lower levels.
+local function ready(s, c, l)
   local r = s.n + us(math.min(c, s.b) - s.b)          -- Next + min(c, τ) − τ
-  if not retry or not (r > now) then return r end      -- a first try: that slot
-  local head = now                                     -- a retry: the grid's first slot after now
+  if l == 0 or not (r > now) then return r end         -- the lowest level: that slot
+  local head = now                                     -- the grid's first slot after now
   local ahead = (s.n - now) * 1000                     -- how far Next is ahead, in ns
   if c > 0 and ahead > 0 then head = s.n + us(-(math.ceil(ahead / c) - 1) * c) end
-  return math.min(r, math.max(head, s.rn))             -- no sooner than RetryNext
+  return math.min(r, math.max(head, tail(s, l)))       -- after the sends of its level and above
+end
+
+-- lowerHead: the level of the first send waiting behind a slot at at, and
+-- whether it is of a lower priority than level l's (a jump the floor counts).
+local function lowerHead(s, at, l)
+  if l == 0 or not (s.n > at) then return 0, false end
+  for h = l - 1, 0, -1 do
+    if tail(s, h) > math.max(tail(s, h + 1), now) then
+      return h, math.floor(h / 2) < math.floor(l / 2)
+    end
+  end
+  return 0, false
+end
+
+-- slot: ready's slot, or, the tenth jump in a row over a lower priority,
+-- the slot after the first of them (R27's floor).
+local function slot(s, c, l)
+  local at = ready(s, c, l)
+  local _, ok = lowerHead(s, at, l)
+  if ok and s.j >= FLOOR then return at + us(c) end
+  return at
+end
+
+-- book: the send's slot at at on lane s: the lower levels waiting behind
+-- it go a charge later, the tails of its level and below past it, and a
+-- jump over a lower priority counted (the tenth keeps their first's slot).
+local function book(s, at, c, l)
+  local h, ok = lowerHead(s, at, l)
+  if ok then
+    if not (tail(s, l) > now) then s.j = 0 end         -- its level and above had all gone
+    if s.j >= FLOOR then
+      s.fx, s.fl, s.fp, s.j = fit(at + us(-c)), h, s.p[h + 1], 0
+    else
+      s.j = s.j + 1
+    end
+  end
+  if s.n > at then
+    for i = 1, math.min(l, NLEVELS - 1) do s.p[i] = clampSpan(s.p[i] + us(c)) end -- the lower levels go a charge later
+  end
+  for i = l, 1, -1 do s.t[i] = fit(math.max(s.t[i], at) + us(c)) end
+  s.n = fit(math.max(s.n, at) + us(c))                 -- GCRA: Next moves on by the charge
+end
+
+-- moveWaiting: the tails and the fixed head's slot after from move on by
+-- what by says of each.
+local function moveWaiting(s, from, by)
+  for i = 1, NLEVELS - 1 do
+    if s.t[i] > from then s.t[i] = fit(s.t[i] + by(s.t[i])) end
+  end
+  if s.fx > from then s.fx = fit(s.fx + by(s.fx)) end
 end
 
 -- The Result: the last take's, and what the ops did.
 local R = {wait = 0, took = false, refused = false, unavailable = false, probe = false, stale = false, publish = false}
 
--- take: OpTake (costs a table of n, within ns).
-local function take(costs, within, retry, circuit)
+-- take: OpTake (costs a table of n, within ns, at level l).
+local function take(costs, within, l, circuit)
   R.wait, R.took, R.refused, R.unavailable, R.probe = 0, false, false, false, false
   local probe = false
   if circuit and C.open ~= 0 then
@@ -239,26 +314,19 @@ local function take(costs, within, retry, circuit)
   end
   local n = math.min(#costs, #L)
   local at = now
-  for l = 1, n do
-    local s, cost = L[l], costs[l]
+  for i = 1, n do
+    local s, cost = L[i], costs[i]
     if cost > 0 then
       if s.r and s.u > now then R.wait, R.refused = s.u - now, true; return end -- a refusing hold
       at = math.max(at, s.u)                           -- after the lane's hold
-      if s.per > 0 then at = math.max(at, ready(s, charge(s, cost), retry)) end
+      if s.per > 0 then at = math.max(at, slot(s, charge(s, cost), l)) end
     end
   end
   R.wait = at - now
   if R.wait > 0 and R.wait * 1000 >= within then return end -- does not fit: take nothing
-  for l = 1, n do
-    local s, cost = L[l], costs[l]
-    if cost > 0 and s.per > 0 then
-      local c = charge(s, cost)
-      if retry then
-        if s.n > at then s.pu = clampSpan(s.pu + us(c)) end -- the sends waiting go a charge later
-        s.rn = fit(at + us(c))                          -- the next retry's earliest slot
-      end
-      s.n = fit(math.max(s.n, at) + us(c))               -- GCRA: Next moves on by the charge
-    end
+  for i = 1, n do
+    local s, cost = L[i], costs[i]
+    if cost > 0 and s.per > 0 then book(s, at, charge(s, cost), l) end
   end
   R.took = true
   if probe then C.probe, R.probe = fit(at + LEASE), true end -- the lease runs from the probe's slot
@@ -271,6 +339,7 @@ local function holdTo(s, u, refuse)
   if s.n > from then                                  -- sends wait past the old hold:
     local d = u - from                                -- they go later by what it grew
     s.n, s.sh, s.mv = fit(s.n + d), clampSpan(s.sh + d), clampSpan(s.mv + d)
+    moveWaiting(s, from, function() return d end)     -- every level's, and the fixed head's
   end
   s.r = refuse or (s.r and s.u > now)                 -- a refusing hold still on stays so
   s.u = u
@@ -290,6 +359,9 @@ local function correct(s, full, mark, movedAt)
   if s.n == 0 then return end                         -- no take ever gave a mark on this lane
   local d = clampSpan(full - (mark + clampSpan(s.mv - movedAt))) -- the count against the mark, moved on since
   s.n, s.mv = fit(s.n + d), clampSpan(s.mv + d)
+  for i = 1, NLEVELS - 1 do                           -- no level's schedule ends past the whole
+    if s.t[i] ~= 0 and s.t[i] > s.n then s.t[i] = s.n end -- (0 is Go's zero time, before any Next)
+  end
 end
 
 -- setRates: the lane's rates; a Per that moves by more than 5% from the
@@ -299,8 +371,10 @@ local function setRates(s, per, burst, rates)
     s.sc = per                                        -- nothing scaled yet, or no rate: the new one
   elseif per > s.sc * 1.05 or per < s.sc / 1.05 then
     if s.n > now then                                 -- sends wait: their schedule to the new rate
-      local d = us((s.n - now) * 1000 * (per / s.sc - 1))
+      local scale = per / s.sc - 1
+      local d = us((s.n - now) * 1000 * scale)
       s.n, s.mv = fit(s.n + d), clampSpan(s.mv + d)
+      moveWaiting(s, now, function(x) return us((x - now) * 1000 * scale) end)
     end
     s.sc = per
   end
@@ -344,8 +418,10 @@ if ops ~= '' then
     if kind == 'T' then
       local costs = {}
       for i = 1, num() do costs[i] = finite(num()) end
-      local within, retry, circuit = num(), num() ~= 0, num() ~= 0
-      take(costs, within, retry, circuit)
+      local within, priority, retry, circuit = num(), num(), num() ~= 0, num() ~= 0
+      local l = 2 * (math.max(-1, math.min(1, priority)) + 1) -- store.Op.Level
+      if retry then l = l + 1 end
+      take(costs, within, l, circuit)
     elseif kind == 'F' then
       local from = word()
       local failures, open, solo, probe = num(), num(), num() ~= 0, num() ~= 0
@@ -370,7 +446,12 @@ if ops ~= '' then
       elseif kind == 'U' then
         local mark, c = markOf(num()), math.min(finite(num()), MAXBURST)
         local s = (i >= 0 and i < #L and i == math.floor(i)) and L[i + 1] or nil -- an Untake makes no lane
-        if s and mark ~= 0 and s.n == mark then s.n = s.n + us(-c) end
+        if s and mark ~= 0 and s.n == mark then
+          for t = 1, NLEVELS - 1 do
+            if s.t[t] == mark then s.t[t] = s.t[t] + us(-c) end
+          end
+          s.n = s.n + us(-c)
+        end
       elseif kind == 'R' then
         local v, per, burst, rates = num(), num(), num(), bytes()
         if #rates <= MAXRATES then
@@ -395,7 +476,7 @@ local reply = string.format('%d %d %d %d %d %d %d %d ', now, R.wait, b(R.took), 
 if ops ~= '' then
   -- The TTL: store.Record.Expires, KeepFor past the latest time in it.
   local latest = now
-  for _, s in ipairs(L) do latest = math.max(latest, s.u, s.n, s.rn) end
+  for _, s in ipairs(L) do latest = math.max(latest, s.u, s.n, s.fx, s.t[1], s.t[2], s.t[3], s.t[4], s.t[5]) end
   latest = math.max(latest, C.open, C.probe)
   local ttl = math.floor((latest - now + KEEP) / 1000)
   redis.call('SET', KEYS[1], rec, 'PX', string.format('%d', ttl)) -- SET replaces junk of any type

@@ -36,7 +36,8 @@ func appendOps(b []byte, ops []store.Op) []byte {
 			for _, c := range op.Costs {
 				b = appendFloat(b, c)
 			}
-			b = appendBool(appendBool(appendInt(b, wide(int64(op.Within))), op.Retry), op.Circuit)
+			b = appendInt(appendInt(b, wide(int64(op.Within))), int64(op.Priority))
+			b = appendBool(appendBool(b, op.Retry), op.Circuit)
 		case store.OpHold:
 			b = appendInt(append(b, 'H'), int64(op.Lane))
 			b = appendBool(appendInt(b, wide(int64(op.For))), op.Refuse)

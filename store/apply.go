@@ -40,28 +40,37 @@ type Result struct {
 //   - OpTake gives a send its slot: its wait is the latest, over every lane
 //     it costs something on, of the lane's hold (Until) and, on a paced lane
 //     (Per > 0), the time its bucket covers the send's charge (Lane.Charge):
-//     Next + min(charge, Burst) − Burst. A retry's slot is the first of the
-//     schedule's grid after now, no sooner than RetryNext; the sends
-//     waiting then go one charge later (Pushed grows by it). A refusing
-//     hold in the way refuses the take (Refused); a wait of Within or more
-//     is not taken; else Next moves to max(Next, now+wait) + charge on each
-//     paced lane (Took). With Circuit set, an open circuit refuses it
+//     Next + min(charge, Burst) − Burst. A take of a level above the
+//     lowest (Op.Level: a retry, a higher Priority) goes before the sends
+//     waiting of lower levels: its slot is the first of the schedule's grid
+//     after now and after the tail of its level (Tails), and the sends of
+//     lower levels waiting go one charge later each (their Pushes grow by
+//     it); the tenth take in a row that jumps the sends of a lower
+//     Priority takes the slot after the first of them instead (Jumps, and
+//     that first's slot is Fixed: R27's floor). A refusing hold in the way
+//     refuses the take (Refused); a wait of Within or more is not taken;
+//     else Next, and the tails of the take's level and below, move past
+//     its slot by its charge on each paced lane (Took). With Circuit set,
+//     an open circuit refuses it
 //     first (Unavailable), and once its Open time has passed the first take
 //     is the probe (Probe), which holds the key half-open until its answer,
 //     or ProbeLease past its slot.
 //   - OpHold moves the lane's hold on to now+For, forward only; the sends
-//     already waiting past the old hold move on by what it grew (Next,
-//     Shift and Moved grow by it). Refuse marks it refusing.
+//     already waiting past the old hold move on by what it grew (Next, the
+//     tails and Fixed past it, Shift and Moved grow by it). Refuse marks it
+//     refusing.
 //   - OpCorrect places the bucket where the provider's count says: full at
 //     now+For. With a zero Mark (a send that was not paced) it only moves
 //     Next later; else Next moves by full − (Mark + what Moved grew since
-//     the op's Moved), either way.
-//   - OpUntake gives Charge back (Next moves back by it) when Next is
-//     still Mark: no slot was given after the one given back.
+//     the op's Moved), either way, and no tail stays past it.
+//   - OpUntake gives Charge back (Next, and a tail at Mark, move back by
+//     it) when Next is still Mark: no slot was given after the one given
+//     back.
 //   - OpRates sets the lane's Per, Burst and Rates when its Version is the
 //     op's, and increments Version; else it sets Stale. A Per that differs
 //     by more than 5% from Scaled rescales the waiting sends' schedule (the
-//     time from now to Next, by Per/Scaled) and becomes Scaled.
+//     time from now to Next, to each tail and to Fixed, by Per/Scaled) and
+//     becomes Scaled.
 //   - OpLimited sets the lane's Limited to now.
 //   - OpFail counts a failure in the circuit's row (the row's first failure
 //     names From; another From sets Many; a row whose last failure is
@@ -153,6 +162,7 @@ func (r *Record) take(now time.Time, op *Op, res *Result) {
 		}
 		probe = true
 	}
+	level := op.Level()
 	n := min(len(op.Costs), len(r.Lanes))
 	at := now
 	for l := range n {
@@ -166,7 +176,8 @@ func (r *Record) take(now time.Time, op *Op, res *Result) {
 		}
 		at = later(at, s.Until)
 		if s.Per > 0 {
-			at = later(at, s.ready(now, s.Charge(cost), op.Retry))
+			slot, _ := s.slot(now, s.Charge(cost), level)
+			at = later(at, slot)
 		}
 	}
 	res.Wait = at.Sub(now)
@@ -175,17 +186,9 @@ func (r *Record) take(now time.Time, op *Op, res *Result) {
 	}
 	for l := range n {
 		s, cost := &r.Lanes[l], finite(op.Costs[l])
-		if cost <= 0 || s.Per <= 0 {
-			continue
+		if cost > 0 && s.Per > 0 {
+			s.book(now, at, s.Charge(cost), level)
 		}
-		charge := s.Charge(cost)
-		if op.Retry {
-			if s.Next.After(at) {
-				s.Pushed = clampSpan(s.Pushed + us(charge)) // the sends waiting go one charge later
-			}
-			s.RetryNext = fit(now, at.Add(us(charge)))
-		}
-		s.Next = fit(now, later(s.Next, at).Add(us(charge)))
 	}
 	res.Took = true
 	if probe {
@@ -195,24 +198,112 @@ func (r *Record) take(now time.Time, op *Op, res *Result) {
 	}
 }
 
-// ready is when the lane's bucket covers a charge (ns) asked at now: at
-// once while the bucket holds it; a charge larger than the whole bucket
-// goes when the bucket is full, never never (R23). A retry's slot is the
-// first of the schedule at or after now (its grid: the sends waiting, one
-// charge apart, back from Next), no sooner than RetryNext: the sends
-// waiting go a charge later each, so the lane keeps its rate and the
-// provider sees no two sends closer than it. A slot due at now exactly is
-// its send's, going now: the retry takes the next.
-func (s *Lane) ready(now time.Time, charge float64, retry bool) time.Time {
+// tail is the end of the schedule of the sends of level l and above: a
+// send of level l takes the first slot after it.
+func (s *Lane) tail(l int) time.Time {
+	if l <= 0 {
+		return s.Next
+	}
+	return s.Tails[min(l, NumLevels-1)-1]
+}
+
+// Tail is the end of the schedule of the sends of level l and above (Next
+// for the lowest): a send whose level's tail is before Next went before
+// sends of lower levels waiting (R27).
+func (s Lane) Tail(l int) time.Time { return s.tail(l) }
+
+// Pushed is how far the sends of level l were moved by sends of higher
+// levels let in before them: 0 for the highest level, which none is.
+func (s Lane) Pushed(l int) time.Duration {
+	if l < 0 || l >= NumLevels-1 {
+		return 0
+	}
+	return s.Pushes[l]
+}
+
+// ready is when the lane's bucket covers a charge (ns) asked at now, for a
+// send of level l: at once while the bucket holds it; a charge larger than
+// the whole bucket goes when the bucket is full, never never (R23). A send
+// of a level above the lowest goes before the sends waiting of lower
+// levels: its slot is the first of the schedule's grid (the sends waiting,
+// one charge apart, back from Next) at or after now and after the sends of
+// its level and above (tail), and the sends of lower levels go a charge
+// later each, so the lane keeps its rate and the provider sees no two
+// sends closer than it. A slot due at now exactly is its send's, going
+// now: a send that jumps takes the next.
+func (s *Lane) ready(now time.Time, charge float64, level int) time.Time {
 	r := s.Next.Add(us(math.Min(charge, s.Burst) - s.Burst))
-	if !retry || !r.After(now) {
+	if level == 0 || !r.After(now) {
 		return r
 	}
-	head := now
+	return earlier(r, later(s.gridHead(now, charge), s.tail(level)))
+}
+
+// gridHead is the first slot of the schedule's grid at or after now.
+func (s *Lane) gridHead(now time.Time, charge float64) time.Time {
 	if ahead := float64(s.Next.Sub(now)); charge > 0 && ahead > 0 {
-		head = s.Next.Add(us(-(math.Ceil(ahead/charge) - 1) * charge))
+		return s.Next.Add(us(-(math.Ceil(ahead/charge) - 1) * charge))
 	}
-	return earlier(r, later(head, s.RetryNext))
+	return now
+}
+
+// slot is where a send of level l, charged charge, goes: ready's slot, or,
+// when it would be the tenth in a row to jump the sends of a lower
+// priority waiting, the slot after their first (R27's floor: at least one
+// slot in ten goes to them). fixed reports the latter.
+func (s *Lane) slot(now time.Time, charge float64, level int) (at time.Time, fixed bool) {
+	at = s.ready(now, charge, level)
+	if _, ok := s.lowerHead(now, at, level); ok && s.Jumps >= floorJumps {
+		return at.Add(us(charge)), true
+	}
+	return at, false
+}
+
+// floorJumps is how many slots in a row the sends of a higher priority
+// take ahead of a lower one's waiting before its first goes (R27).
+const floorJumps = 9
+
+// lowerHead is the level of the first send waiting behind a slot at at of
+// a send of level l whose priority is lower than l's: ok is false when
+// none waits, or when the first waiting is of l's own priority (a retry
+// before its first tries is no jump over a lower priority).
+func (s *Lane) lowerHead(now, at time.Time, l int) (level int, ok bool) {
+	if l == 0 || !s.Next.After(at) {
+		return 0, false
+	}
+	for h := l - 1; h >= 0; h-- {
+		if s.tail(h).After(later(s.tail(h+1), now)) {
+			return h, priorityOf(h) < priorityOf(l)
+		}
+	}
+	return 0, false
+}
+
+// book gives a send of level l its slot at at on the lane: the sends of
+// lower levels waiting behind it go one charge later (their Pushes grow by
+// it), and the tails of its level and below grow past it. A send that
+// jumps a lower priority counts toward the floor (Jumps), and the tenth
+// (slot's fixed) keeps the first of them its slot.
+func (s *Lane) book(now, at time.Time, charge float64, l int) {
+	if h, ok := s.lowerHead(now, at, l); ok {
+		if !s.tail(l).After(now) {
+			s.Jumps = 0 // the sends of l's level and above had all gone: the lower ones were going
+		}
+		if s.Jumps >= floorJumps {
+			s.Fixed, s.FixedLevel, s.FixedPushed, s.Jumps = fit(now, at.Add(us(-charge))), h, s.Pushes[h], 0
+		} else {
+			s.Jumps++
+		}
+	}
+	if s.Next.After(at) {
+		for h := range min(l, NumLevels-1) {
+			s.Pushes[h] = clampSpan(s.Pushes[h] + us(charge)) // the sends waiting of lower levels go one charge later
+		}
+	}
+	for h := l; h > 0; h-- {
+		s.Tails[h-1] = fit(now, later(s.Tails[h-1], at).Add(us(charge)))
+	}
+	s.Next = fit(now, later(s.Next, at).Add(us(charge)))
 }
 
 // holdTo is OpHold: the hold on to u, forward only (R17), the sends
@@ -229,6 +320,7 @@ func (s *Lane) holdTo(now, u time.Time, refuse bool) bool {
 		s.Next = fit(now, s.Next.Add(d))
 		s.Shift = clampSpan(s.Shift + d)
 		s.Moved = clampSpan(s.Moved + d)
+		s.moveWaiting(now, from, func(time.Time) time.Duration { return d })
 	}
 	s.Refuse = refuse || s.Refuse && s.Until.After(now)
 	s.Until = u
@@ -255,6 +347,23 @@ func (s *Lane) correct(now, full, mark time.Time, movedAt time.Duration) {
 	d := sub(full, mark.Add(clampSpan(s.Moved-movedAt)))
 	s.Next = fit(now, s.Next.Add(d))
 	s.Moved = clampSpan(s.Moved + d)
+	for i := range s.Tails {
+		s.Tails[i] = earlier(s.Tails[i], s.Next) // no level's schedule ends past the whole
+	}
+}
+
+// moveWaiting moves the tails of the levels and the fixed head's slot
+// that are after from by what by says of each: a hold or a rescale moves
+// every send waiting, of every level.
+func (s *Lane) moveWaiting(now, from time.Time, by func(t time.Time) time.Duration) {
+	for i, t := range s.Tails {
+		if t.After(from) {
+			s.Tails[i] = fit(now, t.Add(by(t)))
+		}
+	}
+	if s.Fixed.After(from) {
+		s.Fixed = fit(now, s.Fixed.Add(by(s.Fixed)))
+	}
 }
 
 // setRates is OpRates. A rate that changes by more than rescaleBy while
@@ -267,9 +376,11 @@ func (s *Lane) setRates(now time.Time, per, burst float64, rates string) {
 		s.Scaled = per
 	case per > s.Scaled*rescaleBy || per < s.Scaled/rescaleBy:
 		if s.Next.After(now) {
-			d := us(float64(s.Next.Sub(now)) * (per/s.Scaled - 1))
+			scale := per/s.Scaled - 1
+			d := us(float64(s.Next.Sub(now)) * scale)
 			s.Next = fit(now, s.Next.Add(d))
 			s.Moved = clampSpan(s.Moved + d)
+			s.moveWaiting(now, now, func(t time.Time) time.Duration { return us(float64(t.Sub(now)) * scale) })
 		}
 		s.Scaled = per
 	}
@@ -288,6 +399,11 @@ const rescaleBy = 1.05
 func (s *Lane) untake(mark time.Time, charge float64) {
 	if mark.IsZero() || !s.Next.Equal(mark) {
 		return
+	}
+	for i, t := range s.Tails {
+		if t.Equal(mark) {
+			s.Tails[i] = t.Add(us(-charge))
+		}
 	}
 	s.Next = s.Next.Add(us(-charge))
 }

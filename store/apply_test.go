@@ -15,6 +15,13 @@ const ms = time.Millisecond
 var epoch = time.Date(2026, 12, 3, 12, 0, 0, 0, time.UTC)
 
 // lane100 is a request lane paced one send per 100 ms, one after the other.
+// normalWaiting is s with its Next the end of Normal first tries waiting:
+// the tails of their level and below at Next, as Apply leaves them.
+func normalWaiting(s Lane) Lane {
+	s.Tails[0], s.Tails[1] = s.Next, s.Next
+	return s
+}
+
 func lane100() Lane { return Lane{Per: float64(100 * ms), Scaled: float64(100 * ms)} }
 
 func takeOp(within time.Duration, retry bool, costs ...float64) []Op {
@@ -67,7 +74,7 @@ func TestTakeSlots(t *testing.T) {
 			[]take{{[]float64{1, 1e20}, long, true, 0, true, false}, {[]float64{1, 10}, long, false, 10 * ms, true, false}}},
 		{"a cost of +Inf or NaN counts 0", []Lane{{}, {Per: float64(ms), Next: now}},
 			[]take{{[]float64{1, math.Inf(1)}, long, false, 0, true, false}, {[]float64{1, math.NaN()}, long, false, 0, true, false}, {[]float64{1, 1}, long, false, 0, true, false}}},
-		{"a retry goes before the sends waiting, on the schedule's grid", []Lane{{Per: float64(100 * ms), Next: now.Add(350 * ms)}},
+		{"a retry goes before the sends waiting, on the schedule's grid", []Lane{normalWaiting(Lane{Per: float64(100 * ms), Next: now.Add(350 * ms)})},
 			[]take{{one, long, true, 50 * ms, true, false}, {one, long, true, 150 * ms, true, false}, {one, long, false, 550 * ms, true, false}}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -83,15 +90,16 @@ func TestTakeSlots(t *testing.T) {
 }
 
 // TestTakeRetryPushesTheQueue: a retry let in before the sends waiting
-// pushes them one charge on (Pushed); one with nobody waiting does not.
+// pushes them one charge on (the Pushes of the first tries' level); one
+// with nobody waiting does not.
 func TestTakeRetryPushesTheQueue(t *testing.T) {
 	r := Record{Lanes: []Lane{lane100()}}
 	require.True(t, Apply(&r, epoch, takeOp(time.Hour, true, 1)).Took)
-	assert.Zero(t, r.Lanes[0].Pushed, "nobody waiting")
+	assert.Zero(t, r.Lanes[0].Pushes[2], "nobody waiting")
 	Apply(&r, epoch, takeOp(time.Hour, false, 1)) // waits 100 ms
 	Apply(&r, epoch, takeOp(time.Hour, true, 1))
-	assert.Equal(t, 100*ms, r.Lanes[0].Pushed, "one send waiting, pushed a charge on")
-	assert.Equal(t, epoch.Add(200*ms), r.Lanes[0].RetryNext, "the next retry no sooner than a charge after this one")
+	assert.Equal(t, 100*ms, r.Lanes[0].Pushes[2], "one send waiting, pushed a charge on")
+	assert.Equal(t, epoch.Add(200*ms), r.Lanes[0].tail(3), "the next retry no sooner than a charge after this one")
 }
 
 // TestHoldTo: forward only; the sends already given a slot past the old
@@ -229,4 +237,88 @@ func TestUs(t *testing.T) {
 	} {
 		assert.Equal(t, tc.want, us(tc.in), "%v", tc.in)
 	}
+}
+
+// TestTakeLevels: on a lane that binds, a send of a higher Priority goes
+// before the sends waiting of a lower one, at the schedule's first free
+// slot; a Priority's retries before its first tries, after a higher
+// Priority's first tries; the lowest level takes the end of the queue; and
+// the tenth jump in a row over a lower Priority gives the first of them
+// its slot (the floor), while a retry before its own Priority's first
+// tries is no jump.
+func TestTakeLevels(t *testing.T) {
+	type send struct {
+		priority int8
+		retry    bool
+		wait     time.Duration
+	}
+	b := func(w time.Duration) send { return send{-1, false, w} }
+	n := func(w time.Duration) send { return send{0, false, w} }
+	nr := func(w time.Duration) send { return send{0, true, w} }
+	i := func(w time.Duration) send { return send{1, false, w} }
+	tens := func(mk func(time.Duration) send, from time.Duration, k int) []send {
+		var out []send
+		for j := range k {
+			out = append(out, mk(from+time.Duration(j)*100*ms))
+		}
+		return out
+	}
+	for _, tc := range []struct {
+		name  string
+		sends []send
+	}{
+		{"an Interactive send before the Background waiting; the next Background after all",
+			[]send{b(0), b(100 * ms), b(200 * ms), i(100 * ms), b(400 * ms)}},
+		{"Interactive, then Normal, then Background",
+			[]send{b(0), b(100 * ms), b(200 * ms), b(300 * ms), n(100 * ms), i(100 * ms), n(300 * ms), b(700 * ms)}},
+		{"a retry before its Priority's first tries; the next first try after it",
+			[]send{n(0), n(100 * ms), n(200 * ms), nr(100 * ms), n(400 * ms), b(500 * ms)}},
+		{"a Normal retry after the Interactive first tries waiting",
+			[]send{i(0), i(100 * ms), i(200 * ms), nr(300 * ms)}},
+		{"each higher Priority before the one waiting",
+			[]send{b(0), n(100 * ms), i(100 * ms), b(300 * ms)}},
+		{"the tenth jump over a Background send waiting gives it its slot",
+			append(append([]send{b(0), b(100 * ms)}, tens(i, 100*ms, 9)...), i(1100*ms), b(1200*ms))},
+		{"a Normal retry jumping its own first tries is no jump over a lower Priority",
+			append([]send{n(0), n(100 * ms)}, tens(nr, 100*ms, 12)...)},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := Record{Lanes: []Lane{lane100()}}
+			for j, s := range tc.sends {
+				res := Apply(&r, epoch, []Op{{Kind: OpTake, Costs: []float64{1}, Within: time.Hour, Priority: s.priority, Retry: s.retry}})
+				require.True(t, res.Took, "send %d", j)
+				assert.Equal(t, s.wait, res.Wait, "send %d (priority %d, retry %v)", j, s.priority, s.retry)
+			}
+			assert.True(t, r.Valid(epoch), "the record stays valid")
+		})
+	}
+}
+
+// TestTakeLevelsPush: the sends of the lower levels waiting are pushed a
+// charge by each send let in before them, and the floor's head keeps the
+// push it had when its slot was fixed.
+func TestTakeLevelsPush(t *testing.T) {
+	r := Record{Lanes: []Lane{lane100()}}
+	take := func(p int8, retry bool) Result {
+		return Apply(&r, epoch, []Op{{Kind: OpTake, Costs: []float64{1}, Within: time.Hour, Priority: p, Retry: retry}})
+	}
+	take(-1, false)
+	take(-1, false) // waits 100 ms
+	take(0, false)  // jumps it
+	take(1, false)  // jumps both, the first of a run of Interactive sends
+	s := r.Lanes[0]
+	assert.Equal(t, 200*ms, s.Pushed(0), "Background pushed twice")
+	assert.Equal(t, 100*ms, s.Pushed(2), "Normal pushed once")
+	assert.Zero(t, s.Pushed(4), "Interactive by none")
+	assert.Zero(t, s.Pushed(5), "the highest level is pushed by none")
+	assert.Zero(t, s.Pushed(-1))
+	assert.Equal(t, 1, s.Jumps, "a run of jumps counts from its first")
+	for range 9 {
+		take(1, false)
+	}
+	s = r.Lanes[0]
+	assert.Equal(t, epoch.Add(1000*ms), s.Fixed, "the tenth jump fixes the slot of the first waiting, the Normal send")
+	assert.Equal(t, 2, s.FixedLevel)
+	assert.Equal(t, 900*ms, s.FixedPushed, "the push it had then")
+	assert.Zero(t, s.Jumps, "the count starts again")
 }

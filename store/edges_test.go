@@ -41,7 +41,7 @@ func TestTakeEdges(t *testing.T) {
 			Op{Costs: []float64{1}}, time.Second, false, []time.Time{{}}},
 		{"a retry that costs nothing goes at once", []Lane{{Per: 0.1, Next: now.Add(time.Second)}},
 			Op{Costs: []float64{5e-324}, Retry: true}, 0, false, []time.Time{now.Add(time.Second)}},
-		{"a first try that costs nothing waits for the bucket", []Lane{{Per: 0.1, Next: now.Add(time.Second)}},
+		{"a first try that costs nothing waits for the bucket", []Lane{normalWaiting(Lane{Per: 0.1, Next: now.Add(time.Second)})},
 			Op{Costs: []float64{5e-324}}, time.Second, false, []time.Time{now.Add(time.Second)}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -181,7 +181,7 @@ func TestEncodingEdges(t *testing.T) {
 	edge := Record{Lanes: []Lane{{Until: top, Next: bottom, Shift: time.Duration(maxMicros) * time.Microsecond, Moved: -time.Duration(maxMicros) * time.Microsecond}}}
 	require.NoError(t, got.UnmarshalBinary(mustMarshal(edge)))
 	assert.Equal(t, edge, got, "±maxMicros round-trip")
-	for _, field := range []int{0, 2, 3, 5, 6, 10} { // Until, Next, Shift, Moved, RetryNext, Limited
+	for _, field := range []int{0, 2, 3, 7, 8, 9, 13, 14, 16, 18, 22} { // Until, Next, Tails 1 and 5, Shift, Pushes 0 and 4, Moved, Fixed, FixedPushed, Limited
 		for _, v := range []int64{maxMicros + 1, -maxMicros - 1} {
 			b := oneLane(field, itoa(v))
 			assert.ErrorIs(t, got.UnmarshalBinary(b), ErrEncoding, "%s", b)
@@ -190,7 +190,7 @@ func TestEncodingEdges(t *testing.T) {
 
 	var st State
 	for now, ok := range map[int64]bool{0: false, 1: true, maxMicros: true, -1: false} {
-		err := st.UnmarshalBinary([]byte(itoa(now) + " 0 0 0 0 0 0 0 r3 1 0 0 0 0 0 0 0 0"))
+		err := st.UnmarshalBinary([]byte(itoa(now) + " 0 0 0 0 0 0 0 r4 1 0 0 0 0 0 0 0 0"))
 		assert.Equal(t, ok, err == nil, "a State at %d µs: %v", now, err)
 	}
 	for n, ok := range map[int]bool{MaxEncoded: true, MaxEncoded + 1: false} {
@@ -202,7 +202,7 @@ func TestEncodingEdges(t *testing.T) {
 // exactly is a Record whose encoding takes n bytes (its Rates made long).
 func exactly(t *testing.T, n int) Record {
 	t.Helper()
-	for k := n - 64; k < n; k++ {
+	for k := n - 512; k < n; k++ {
 		r := Record{Seq: 1, Lanes: []Lane{{Rates: strings.Repeat("x", k)}}}
 		if len(mustMarshal(r)) == n {
 			return r
@@ -215,11 +215,11 @@ func exactly(t *testing.T, n int) Record {
 func itoa(v int64) string { return strconv.FormatInt(v, 10) }
 
 // oneLane is the encoding of a Record of one zero lane, but for its
-// field i (0 Until, 1 Refuse, ... 11 Version), which is v.
+// field i (0 Until, 1 Refuse, ... 23 Version), which is v.
 func oneLane(i int, v string) []byte {
-	f := strings.Fields("0 0 0 0 0 0 0 0 0 0 0 0")
+	f := strings.Fields(strings.Repeat("0 ", 24))
 	f[i] = v
-	return []byte("r3 1 1 " + strings.Join(f, " ") + " 0: 0 0 0 0 0 0 0")
+	return []byte("r4 1 1 " + strings.Join(f, " ") + " 0: 0 0 0 0 0 0 0")
 }
 
 // TestNames: the lanes' and the ops' names, and those of ids past them.

@@ -12,11 +12,15 @@ import (
 // under a key, a row's column, a blob in a compare-and-swap). It is text,
 // space-separated, and versioned:
 //
-//	r3 Seq N lane×N Failures From Many Last Open Since Probe
+//	r4 Seq N lane×N Failures From Many Last Open Since Probe
 //
 // with each lane
 //
-//	Until Refuse Next Shift Pushed Moved RetryNext Per Burst Scaled Limited Version len:Rates
+//	Until Refuse Next Tail×5 Shift Push×5 Moved Jumps Fixed FixedLevel FixedPushed Per Burst Scaled Limited Version len:Rates
+//
+// (r3, before R27's levels, had Shift Pushed Moved RetryNext where r4 has
+// the tails, the pushes and the floor: an r3 Record reads as junk, and its
+// key starts again from nothing, once, when a fleet moves to r4.)
 //
 // Times are whole microseconds since the Unix epoch (0 is the zero Time),
 // spans whole microseconds, flags 0 or 1, Per, Burst and Scaled floats
@@ -43,12 +47,12 @@ import (
 // overwritten, never a panic: R24).
 var ErrEncoding = errors.New("store: not an encoded Record")
 
-const magic = "r3"
+const magic = "r4"
 
 // MarshalBinary returns r's encoding. It never fails; a Record that is not
 // Valid may encode to bytes that UnmarshalBinary reads as junk.
 func (r Record) MarshalBinary() ([]byte, error) {
-	return r.AppendBinary(make([]byte, 0, 64+96*len(r.Lanes)))
+	return r.AppendBinary(make([]byte, 0, 64+224*len(r.Lanes)))
 }
 
 // AppendBinary appends r's encoding to b. It never fails.
@@ -61,8 +65,16 @@ func (r Record) AppendBinary(b []byte) ([]byte, error) {
 		b = appendTime(b, s.Until)
 		b = appendBool(b, s.Refuse)
 		b = appendTime(b, s.Next)
-		b = appendInt(appendInt(appendInt(b, s.Shift.Microseconds()), s.Pushed.Microseconds()), s.Moved.Microseconds())
-		b = appendTime(b, s.RetryNext)
+		for _, t := range s.Tails {
+			b = appendTime(b, t)
+		}
+		b = appendInt(b, s.Shift.Microseconds())
+		for _, p := range s.Pushes {
+			b = appendInt(b, p.Microseconds())
+		}
+		b = appendInt(appendInt(b, s.Moved.Microseconds()), int64(s.Jumps))
+		b = appendTime(b, s.Fixed)
+		b = appendInt(appendInt(b, int64(s.FixedLevel)), s.FixedPushed.Microseconds())
 		b = appendFloat(appendFloat(appendFloat(b, s.Per), s.Burst), s.Scaled)
 		b = appendTime(b, s.Limited)
 		b = appendUint(b, s.Version)
@@ -114,8 +126,16 @@ func (r *Record) decode(d *decoder) bool {
 	for i := range r.Lanes {
 		s := &r.Lanes[i]
 		s.Until, s.Refuse, s.Next = d.time(), d.bool(), d.time()
-		s.Shift, s.Pushed, s.Moved = d.span(), d.span(), d.span()
-		s.RetryNext, s.Per, s.Burst, s.Scaled = d.time(), d.float(), d.float(), d.float()
+		for t := range s.Tails {
+			s.Tails[t] = d.time()
+		}
+		s.Shift = d.span()
+		for p := range s.Pushes {
+			s.Pushes[p] = d.span()
+		}
+		s.Moved, s.Jumps, s.Fixed = d.span(), int(d.int()), d.time()
+		s.FixedLevel, s.FixedPushed = int(d.int()), d.span()
+		s.Per, s.Burst, s.Scaled = d.float(), d.float(), d.float()
 		s.Limited, s.Version, s.Rates = d.time(), d.uint(), d.bytes()
 	}
 	c := &r.Circuit

@@ -33,7 +33,7 @@ func TestEncoding(t *testing.T) {
 
 	for name, junk := range map[string][]byte{
 		"too many lanes": mustMarshal(Record{Seq: 5, Lanes: make([]Lane, MaxLanes+1)}),
-		"too long":       []byte("r3 5 0 0 0 0 0 0 0 0 " + strings.Repeat("x", MaxEncoded)),
+		"too long":       []byte("r4 5 0 0 0 0 0 0 0 0 " + strings.Repeat("x", MaxEncoded)),
 		"cut":            b[:len(b)-3],
 	} {
 		got := Record{Seq: 99}

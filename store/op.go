@@ -18,6 +18,26 @@ const (
 	OpProbeEnd                   // the circuit's probe ended with no answer (R25)
 )
 
+// NumLevels is how many levels a Lane orders its sends by (R27): a
+// Priority's retries go before its first tries, and a higher Priority's
+// sends before a lower one's.
+const NumLevels = 6
+
+// Level is a take's level: 2×(Priority+1), and 1 more for a retry, the
+// Priority clamped to -1..1: Background first tries are level 0,
+// Interactive retries level 5.
+func (op *Op) Level() int {
+	p := min(max(int(op.Priority), -1), 1)
+	l := 2 * (p + 1)
+	if op.Retry {
+		l++
+	}
+	return l
+}
+
+// priorityOf is the Priority (0 to 2, from Background) of a level.
+func priorityOf(level int) int { return level / 2 }
+
 var opNames = [...]string{"?", "take", "hold", "correct", "untake", "rates", "limited", "fail", "alive", "probe_end"}
 
 // String returns the kind's name: "take", "hold", and so on.
@@ -38,14 +58,16 @@ type Op struct {
 
 	// Take: Costs is the send's units on each lane, by LaneID (0, or a
 	// lane past the end: the send does not count against it). Within: a
-	// wait of Within or more is not taken. Retry: the send is a retry,
-	// which goes before the sends waiting. Circuit: the take obeys the
-	// key's circuit (R25: refused while it is open; the first take after
-	// it is the probe).
-	Costs   []float64
-	Within  time.Duration
-	Retry   bool
-	Circuit bool
+	// wait of Within or more is not taken. Priority (-1 Background, 0
+	// Normal, 1 Interactive; clamped) and Retry make its level (Level): it
+	// goes before every send waiting of a lower level. Circuit: the take
+	// obeys the key's circuit (R25: refused while it is open; the first
+	// take after it is the probe).
+	Costs    []float64
+	Within   time.Duration
+	Priority int8
+	Retry    bool
+	Circuit  bool
 
 	// Hold: the lane is held until For from now; Refuse: calls that meet
 	// the hold fail at once. Correct: the lane's bucket is full again For

@@ -68,7 +68,7 @@ const (
 // numbers, whose arithmetic retryredis's script shares with Apply.
 const maxInt = 1 << 53
 
-// maxSpan bounds a Lane's Shift, Pushed and Moved (they grow over a
+// maxSpan bounds a Lane's Shift, Pushes and Moved (they grow over a
 // key's life): 2^50 µs, 35 years.
 const maxSpan = (1 << 50) * time.Microsecond
 
@@ -101,17 +101,29 @@ type Lane struct {
 	// at Next, counting every send given a slot. A send of charge c may
 	// go once the bucket holds c: at Next + min(c, Burst) - Burst.
 	Next time.Time
+	// Tails orders the sends waiting by level (R27; Op.Level): Tails[l-1]
+	// is the end of the schedule of the sends of level l and above, and a
+	// send of level l takes the first slot after it (Next is level 0's).
+	Tails [NumLevels - 1]time.Time
 	// Shift is how far holds have moved on the sends waiting for a slot,
-	// and Pushed how far retries let in before them have: a send that
-	// waits compares them with what they were when it took its slot.
-	Shift, Pushed time.Duration
+	// and Pushes[l] how far the sends of higher levels let in before them
+	// have moved the sends of level l: a send that waits compares them
+	// with what they were when it took its slot.
+	Shift  time.Duration
+	Pushes [NumLevels - 1]time.Duration
 	// Moved is how far Next has moved by anything but a take (holds,
 	// corrections, rescaling): a correction reads a send's Mark as moved
 	// on by what Moved grew since.
 	Moved time.Duration
-	// RetryNext is the earliest slot the next retry may take: retries let
-	// in together go one charge apart.
-	RetryNext time.Time
+	// Jumps counts the slots given in a row to sends of a higher priority
+	// ahead of sends of a lower one waiting. The tenth lets the first of
+	// them go first (R27: a lower priority is never starved): its slot is
+	// Fixed, it is of level FixedLevel, and the pushes of that level stop
+	// for it at FixedPushed.
+	Jumps       int
+	Fixed       time.Time
+	FixedLevel  int
+	FixedPushed time.Duration
 	// Per is the time one unit takes to refill, in nanoseconds (a token's
 	// can be far below one): 0 when the lane is not paced. Burst is what
 	// the bucket holds, as a time (GCRA's tau): 0 paces one send after
@@ -201,7 +213,10 @@ func (r Record) Expires(now time.Time) time.Time {
 	latest := now
 	for i := range r.Lanes {
 		s := &r.Lanes[i]
-		latest = later(later(latest, s.Until), later(s.Next, s.RetryNext))
+		latest = later(later(latest, s.Until), later(s.Next, s.Fixed))
+		for _, t := range s.Tails {
+			latest = later(latest, t)
+		}
 	}
 	c := &r.Circuit
 	latest = later(later(latest, c.Open), c.Probe)
@@ -220,8 +235,8 @@ func (r Record) Valid(now time.Time) bool {
 	}
 	for i := range r.Lanes {
 		s := &r.Lanes[i]
-		if !inRange(s.Until, top) || !inRange(s.Next, top) || !inRange(s.RetryNext, top) || !inRange(s.Limited, top) ||
-			!spanOK(s.Shift) || !spanOK(s.Pushed) || !spanOK(s.Moved) ||
+		if !inRange(s.Until, top) || !inRange(s.Next, top) || !inRange(s.Fixed, top) || !inRange(s.Limited, top) ||
+			!spanOK(s.Shift) || !spanOK(s.Moved) || !spanOK(s.FixedPushed) || !levelsOK(s, top) ||
 			!rateOK(s.Per, float64(MaxPer)) || !rateOK(s.Scaled, float64(MaxPer)) || !rateOK(s.Burst, float64(MaxAhead)) ||
 			s.Version >= maxInt || len(s.Rates) > MaxRates {
 			return false
@@ -244,6 +259,18 @@ func spanOK(d time.Duration) bool {
 }
 
 func rateOK(f, top float64) bool { return f >= 0 && f <= top }
+
+// levelsOK reports whether a lane's levels are in range: its tails times,
+// its pushes spans, its jumps a count, its fixed head's level one below
+// the highest.
+func levelsOK(s *Lane, top time.Time) bool {
+	for i := range s.Tails {
+		if !inRange(s.Tails[i], top) || !spanOK(s.Pushes[i]) {
+			return false
+		}
+	}
+	return s.Jumps >= 0 && s.Jumps < maxInt && s.FixedLevel >= 0 && s.FixedLevel < NumLevels-1
+}
 
 // finite is f when it is a number of 0 or more, else 0.
 func finite(f float64) float64 {

@@ -134,12 +134,17 @@ func TestTicketExhaustive(t *testing.T) {
 					for _, wait := range []time.Duration{0, 50 * time.Millisecond, 2 * time.Second} {
 						for _, kind := range []int{0, 1, 2, 3} { // take, retry, local, local retry
 							s := store.Lane{Per: per, Burst: burst, Next: now.Add(next)}
+							s.Tails[0], s.Tails[1] = s.Next, s.Next // first tries' tails, as a take leaves them (a retry's before it)
 							st := store.State{Now: now.Add(time.Hour), Record: store.Record{Lanes: []store.Lane{{}, s}}}
 							st.Lanes[0].Next = st.Now // (the request lane unpaced)
 							st.Wait, st.Took = wait, true
 							costs := Costs{0, cost}
 							retry, local := kind&1 != 0, kind&2 != 0
-							tk := ticketOf(&st, now, costs, retry, local)
+							level := 2
+							if retry {
+								level = 3
+							}
+							tk := ticketOf(&st, now, costs, level, local)
 							n++
 							checkTicket(t, now, s, cost, wait, retry, local, tk)
 						}

@@ -56,7 +56,7 @@ func (p *Pass) Enter(ctx context.Context, costs Costs, within time.Duration, ret
 	case seenOwnProbe:
 		p.probe |= probesOwn
 	}
-	w, tk, res := e.take(ctx, k, p.slotted, costs, within, retry)
+	w, tk, res := e.take(ctx, k, p.slotted, costs, within, retry, 0)
 	if res.Probe {
 		p.probe |= probesFleet
 	}

@@ -32,6 +32,10 @@ type ticket struct {
 	charge [numLanes]float64
 	gen    [numLanes]uint32
 	retry  bool // a retry's: the retries let in after it go after it
+	level  int  // its level in the lanes' order (store.Op.Level): the sends of higher ones push it
+	// fixed: the lanes on which the send is the first of a lower priority
+	// that a tenth jump let go (R27's floor): no push moves it any more.
+	fixed laneMask
 	// here: the slot was given by the process's own state, its Store
 	// failing: its marks are on the process's clock, not the Store's (a
 	// correction sent with one moved the fleet's schedule by the clocks'
@@ -47,15 +51,16 @@ type ticket struct {
 // has not Took took nothing: the wait does not fit, a refusing hold is in
 // the way (w is then what is left of it), or the key's circuit refuses it
 // (Unavailable). Probe: the send is the circuit's probe.
-func (e *Engine) take(ctx context.Context, k *KeyState, now time.Time, costs Costs, within time.Duration, retry bool) (w time.Duration, tk ticket, res store.Result) {
+func (e *Engine) take(ctx context.Context, k *KeyState, now time.Time, costs Costs, within time.Duration, retry bool, priority int8) (w time.Duration, tk ticket, res store.Result) {
 	// now is the engine's clock at the take: a slot's due time is on it.
+	op := store.Op{Kind: store.OpTake, Costs: costs[:], Within: within, Priority: priority, Retry: retry, Circuit: e.circuit != nil}
 	k.mu.Lock()
-	ops := append(k.takeDeferred(now), store.Op{Kind: store.OpTake, Costs: costs[:], Within: within, Retry: retry, Circuit: e.circuit != nil})
+	ops := append(k.takeDeferred(now), op)
 	k.mu.Unlock()
 	e.apply(ctx, k, ops, func(st *store.State, here bool) {
 		res = st.Result
 		if res.Took {
-			tk = ticketOf(st, now, costs, retry, here)
+			tk = ticketOf(st, now, costs, op.Level(), here)
 		}
 	})
 	return res.Wait, tk, res
@@ -63,20 +68,22 @@ func (e *Engine) take(ctx context.Context, k *KeyState, now time.Time, costs Cos
 
 // ticketOf is the ticket of a send slotted at now (on the engine's clock)
 // by a take whose reply is st (on the clock of whoever gave it).
-func ticketOf(st *store.State, now time.Time, costs Costs, retry, here bool) ticket {
-	tk := ticket{costs: costs, retry: retry, here: here}
+func ticketOf(st *store.State, now time.Time, costs Costs, level int, here bool) ticket {
+	retry := level%2 == 1
+	tk := ticket{costs: costs, retry: retry, here: here, level: level}
 	for l := range numLanes {
 		s := st.Lane(l)
 		if costs[l] <= 0 || s.Per <= 0 {
 			continue
 		}
 		tk.charged |= 1 << l
-		tk.mark[l], tk.shiftAt[l], tk.pushedAt[l], tk.movedAt[l] = s.Next, s.Shift, s.Pushed, s.Moved
-		if retry || here {
-			// A retry goes before the sends waiting, so the schedule's end
-			// after it counts sends the provider has not seen when it
-			// answers: its count may only move the schedule later. A slot
-			// of the process's own state has no mark the Store knows.
+		tk.mark[l], tk.shiftAt[l], tk.pushedAt[l], tk.movedAt[l] = s.Next, s.Shift, s.Pushed(level), s.Moved
+		if here || s.Tail(level).Before(s.Next) {
+			// A send that went before sends waiting (a retry, a higher
+			// priority) leaves a schedule's end after it that counts sends
+			// the provider has not seen when it answers: its count may
+			// only move the schedule later. A slot of the process's own
+			// state has no mark the Store knows.
 			tk.mark[l] = time.Time{}
 		}
 		tk.charge[l], tk.gen[l] = s.Charge(costs[l]), pace.DecodeRates(s.Rates).Generation
@@ -139,14 +146,36 @@ func (k *KeyState) leftToWait(now time.Time, tk *ticket) (w time.Duration, fromH
 		}
 		moved := s.Shift - tk.shiftAt[l]
 		fromHold = fromHold || moved > 0
-		if !tk.retry {
-			moved += s.Pushed - tk.pushedAt[l]
-		}
+		moved += tk.pushes(l, &s, k.scaledDue(l, now, tk).Add(moved))
 		due := k.scaledDue(l, now, tk).Add(moved)
-		tk.due[l], tk.perAt[l], tk.shiftAt[l], tk.pushedAt[l] = due, s.Scaled, s.Shift, s.Pushed
+		tk.due[l], tk.perAt[l], tk.shiftAt[l] = due, s.Scaled, s.Shift
 		w = max(w, due.Sub(now))
 	}
 	return w, fromHold
+}
+
+// pushes is how far the sends of higher levels let in before tk's since it
+// last looked have moved it on lane s (R27), its due before them at due:
+// none once it is the first of a lower priority that a tenth jump let go
+// (Fixed: it is that one when its due was the fixed slot), which keeps its
+// slot. tk's count of the lane's pushes is brought up to date.
+func (tk *ticket) pushes(l laneID, s *store.Lane, due time.Time) time.Duration {
+	if tk.fixed.Has(l) {
+		return 0
+	}
+	pushed := s.Pushed(tk.level)
+	if !s.Fixed.IsZero() && s.FixedLevel == tk.level {
+		// The fixed head's slot is where its due was when the pushes stopped
+		// for it (FixedPushed): within half a charge of it, that is tk.
+		atFix := due.Add(s.FixedPushed - tk.pushedAt[l])
+		if d := atFix.Sub(s.Fixed); d > -pace.DurNs(tk.charge[l]/2) && d < pace.DurNs(tk.charge[l]/2) {
+			tk.fixed |= 1 << l
+			pushed = s.FixedPushed
+		}
+	}
+	moved := pushed - tk.pushedAt[l]
+	tk.pushedAt[l] = pushed
+	return moved
 }
 
 // scaledDue is tk's due on lane l scaled to the lane's rate, if it changed

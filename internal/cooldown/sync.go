@@ -294,7 +294,10 @@ func toLocalClock(st store.State, now time.Time) store.State {
 	st.Record = st.Clone()
 	for l := range st.Lanes {
 		s := &st.Lanes[l]
-		s.Until, s.Next, s.RetryNext, s.Limited = move(s.Until), move(s.Next), move(s.RetryNext), move(s.Limited)
+		s.Until, s.Next, s.Fixed, s.Limited = move(s.Until), move(s.Next), move(s.Fixed), move(s.Limited)
+		for i := range s.Tails {
+			s.Tails[i] = move(s.Tails[i])
+		}
 	}
 	c := &st.Circuit
 	c.Last, c.Open, c.Since, c.Probe = move(c.Last), move(c.Open), move(c.Since), move(c.Probe)

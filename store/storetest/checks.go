@@ -229,7 +229,7 @@ func (k kit) junk(t *testing.T) {
 	junk := map[string][]byte{
 		"empty":       {},
 		"text":        []byte("hello"),
-		"cut":         []byte("r3 12 1 0 0"),
+		"cut":         []byte("r4 12 1 0 0"),
 		"old":         []byte("r2 12 0 0 0 0 0 0 0 0 0 0 0 0 0:"),
 		"binary":      {0, 1, 2, 0xff, ' ', ':'},
 		"huge per":    mustEncode(store.Record{Seq: 1, Lanes: []store.Lane{{Per: 1e300}}}),
@@ -238,9 +238,10 @@ func (k kit) junk(t *testing.T) {
 		"open 10h":    mustEncode(store.Record{Seq: 1, Circuit: store.Circuit{Failures: 9, Open: time.Now().Add(10 * time.Hour)}}),
 		"many lanes":  mustEncode(store.Record{Seq: 1, Lanes: make([]store.Lane, store.MaxLanes+1)}),
 		"huge seq":    mustEncode(store.Record{Seq: 1 << 63}),
-		"nan":         []byte("r3 1 1 0 0 0 0 0 0 0 NaN 0 0 0 0 0: 0 0 0 0 0 0 0"),
+		"nan":         []byte("r4 1 1 " + laneWords(map[string]string{"Per": "NaN"}) + " 0 0 0 0 0 0 0"),
+		"r3":          []byte("r3 1 1 0 0 0 0 0 0 0 16 0 0 0 3 1:r 0 0 0 0 0 0 0"),
 		"trailing":    append(mustEncode(store.Record{Seq: 1}), " x"...),
-		"minus times": []byte("r3 1 1 -5 0 0 0 0 0 0 0 0 0 0 0 0: 0 0 0 0 0 0 0"),
+		"minus times": []byte("r4 1 1 " + laneWords(map[string]string{"Until": "-5"}) + " 0 0 0 0 0 0 0"),
 	}
 	ctx := context.Background()
 	for name, b := range junk {
@@ -321,10 +322,10 @@ type edgeCase struct {
 // edgeCases are edges' encodings and ops.
 func edgeCases() []edgeCase {
 	lane := func(refuse, rates string) string {
-		return fmt.Sprintf("0 %s 0 0 0 0 0 0 0 0 0 3 %d:%s", refuse, len(rates), rates)
+		return laneWords(map[string]string{"Refuse": refuse, "Rates": fmt.Sprintf("%d:%s", len(rates), rates)})
 	}
 	enc := func(seq string, lanes []string, failures, from string) []byte {
-		b := fmt.Sprintf("r3 %s %d", seq, len(lanes))
+		b := fmt.Sprintf("r4 %s %d", seq, len(lanes))
 		for _, l := range lanes {
 			b += " " + l
 		}
@@ -333,8 +334,8 @@ func edgeCases() []edgeCase {
 	// waiting is a lane paced at Per = Scaled = scaled ns a unit, its next
 	// slot a second ahead of now.
 	waiting := func(scaled string) string {
-		next := time.Now().Add(time.Second).UnixMicro()
-		return fmt.Sprintf("0 0 %d 0 0 0 0 %s 0 %s 0 3 0:", next, scaled, scaled)
+		next := strconv.FormatInt(time.Now().Add(time.Second).UnixMicro(), 10)
+		return laneWords(map[string]string{"Next": next, "Per": scaled, "Scaled": scaled})
 	}
 	one := []string{lane("1", "r")}
 	eight := make([]string, store.MaxLanes)
@@ -363,7 +364,14 @@ func edgeCases() []edgeCase {
 		{"Seq of 21 digits", enc("000000000000000000007", one, "0", "0"), nil},
 		{"MaxLanes lanes", enc("5", eight, "0", "0"), nil},
 		{"MaxLanes+1 lanes", enc("5", append(eight, lane("0", "")), "0", "0"), nil},
-		{"-1 lanes", []byte("r3 5 -1 0 0 0 0 0 0 0"), nil},
+		{"-1 lanes", []byte("r4 5 -1 0 0 0 0 0 0 0"), nil},
+		{"FixedLevel 4", enc("5", []string{laneWords(map[string]string{"FixedLevel": "4"})}, "0", "0"), take},
+		{"FixedLevel 5", enc("5", []string{laneWords(map[string]string{"FixedLevel": "5"})}, "0", "0"), take},
+		{"Jumps -1", enc("5", []string{laneWords(map[string]string{"Jumps": "-1"})}, "0", "0"), take},
+		{"Jumps 9, a lower priority waiting: the tenth lets its first go", enc("5", []string{floorLane(9)}, "0", "0"),
+			[]store.Op{{Kind: store.OpTake, Costs: []float64{1}, Within: time.Minute, Priority: 1}}},
+		{"Jumps 8: the ninth jumps", enc("5", []string{floorLane(8)}, "0", "0"),
+			[]store.Op{{Kind: store.OpTake, Costs: []float64{1}, Within: time.Minute, Priority: 1}}},
 		{"Rates of MaxRates bytes", enc("5", []string{lane("0", strings.Repeat("r", store.MaxRates))}, "0", "0"), nil},
 		{"Rates of MaxRates+1 bytes", enc("5", []string{lane("0", strings.Repeat("r", store.MaxRates+1))}, "0", "0"), nil},
 		{"a flag of 2", enc("5", []string{lane("2", "")}, "0", "0"), nil},
@@ -392,17 +400,17 @@ func circuitEdgeCases() []edgeCase {
 		if held != 0 {
 			u = at(held)
 		}
-		return []byte(fmt.Sprintf("r3 5 1 %d 0 0 0 0 0 0 0 0 0 0 3 0: 3 1 1 %d %d %d %d", u,
+		return []byte(fmt.Sprintf("r4 5 1 %s 3 1 1 %d %d %d %d", laneWords(map[string]string{"Until": strconv.FormatInt(u, 10)}),
 			at(-3*time.Second), at(-2*time.Second), at(-4*time.Second), p))
 	}
 	takeC := []store.Op{{Kind: store.OpTake, Costs: []float64{1}, Within: time.Minute, Circuit: true}}
 	// row is a closed circuit whose row of 2 failures, of process 9, last
 	// failed ago; failOf is a failure of process from.
-	row := func(ago time.Duration) []byte { return []byte(fmt.Sprintf("r3 5 0 2 9 0 %d 0 0 0", at(-ago))) }
+	row := func(ago time.Duration) []byte { return []byte(fmt.Sprintf("r4 5 0 2 9 0 %d 0 0 0", at(-ago))) }
 	failOf := func(from uint64) []store.Op {
 		return []store.Op{{Kind: store.OpFail, From: from, Failures: 3, Open: time.Second}}
 	}
-	none := []byte("r3 5 0 0 0 0 0 0 0 0")
+	none := []byte("r4 5 0 0 0 0 0 0 0 0")
 	return []edgeCase{
 		{"a circuit opened for 1 ns", none, []store.Op{{Kind: store.OpFail, From: 1, Failures: 1, Open: time.Nanosecond, Solo: true}}},
 		{"a circuit opened for 1 µs", none, []store.Op{{Kind: store.OpFail, From: 1, Failures: 1, Open: time.Microsecond, Solo: true}}},
@@ -424,9 +432,11 @@ func circuitEdgeCases() []edgeCase {
 func spellingCases() []edgeCase {
 	ahead := strconv.FormatInt(time.Now().Add(10*time.Second).UnixMicro(), 10)
 	// base is a Record of one lane paced at 16 ns a unit, its circuit's
-	// row two failures long, word by word: r3 Seq N, the lane's Until ...
+	// row two failures long, word by word: r4 Seq N, the lane's Until ...
 	// Version len:Rates, then Failures From Many Last Open Since Probe.
-	base := strings.Fields("r3 5 1 0 0 0 0 0 0 0 16 0 0 0 3 1:r 2 9 0 0 0 0 0")
+	base := strings.Fields("r4 5 1 " + laneWords(map[string]string{"Per": "16", "Rates": "1:r"}) + " 2 9 0 0 0 0 0")
+	at := func(field string) int { return 3 + slices.Index(laneFields, field) } // its place in base
+	circuitAt := 3 + len(laneFields)
 	floats := []string{"0x10", "0X10", "0x1p-2", "+16", "16.", ".5", "016", "00.5", "1e5", "1E+05", "1e+05",
 		"1e+5", "1.5e-07", "1e-400", "1e+400", "-0", "0.0", "inf", "Inf", "+Inf", "-Inf", "nan", "NaN", "infinity",
 		"1_6", "\t16", "16\t", "16\n", "16\r", "\v16", " 16", "1e", "1e+", "e5", "-", "--1", "1.0000000000000001e-05"}
@@ -438,15 +448,19 @@ func spellingCases() []edgeCase {
 	}{
 		{"Seq", 1, []string{"+5", "05", "-0", "0x5", "5.0", "5e+00", "5\t", "18446744073709551615"}},
 		{"lanes", 2, []string{"+1", "01", "-0", "0x1", "1.0", "1e+00", "\t1"}},
-		{"Until", 3, []string{"+" + ahead, "0" + ahead, ahead, ahead + ".0"}},
-		{"Refuse", 4, []string{"+1", "01", "1.0"}},
-		{"Per", 10, floats},
-		{"Burst", 11, []string{"0x10", "+16", "016", "1e+05", "inf", "16\n"}},
-		{"Scaled", 12, []string{"0x10", "+16", "1e5", "nan", "-0"}},
-		{"Version", 14, []string{"+3", "03", "-0", "3.0", "0x3"}},
-		{"Rates", 15, []string{"+1:r", "01:r", "0x1:r", "-0:", "0:", "1.0:r"}},
-		{"Failures", 16, []string{"+2", "02", "-0", "2.0", "0x2"}},
-		{"From", 17, []string{"+9", "09", "-0", "0x9", "18446744073709551615", "18446744073709551616", "99999999999999999999"}},
+		{"Until", at("Until"), []string{"+" + ahead, "0" + ahead, ahead, ahead + ".0"}},
+		{"Refuse", at("Refuse"), []string{"+1", "01", "1.0"}},
+		{"Tail3", at("Tail3"), []string{"+" + ahead, "0" + ahead, ahead, ahead + ".0"}},
+		{"Push2", at("Push2"), []string{"+5", "05", "-0", "5.0", "-5"}},
+		{"Jumps", at("Jumps"), []string{"+3", "03", "-0", "3.0", "0x3"}},
+		{"FixedLevel", at("FixedLevel"), []string{"+1", "01", "-0", "1.0"}},
+		{"Per", at("Per"), floats},
+		{"Burst", at("Burst"), []string{"0x10", "+16", "016", "1e+05", "inf", "16\n"}},
+		{"Scaled", at("Scaled"), []string{"0x10", "+16", "1e5", "nan", "-0"}},
+		{"Version", at("Version"), []string{"+3", "03", "-0", "3.0", "0x3"}},
+		{"Rates", at("Rates"), []string{"+1:r", "01:r", "0x1:r", "-0:", "0:", "1.0:r"}},
+		{"Failures", circuitAt, []string{"+2", "02", "-0", "2.0", "0x2"}},
+		{"From", circuitAt + 1, []string{"+9", "09", "-0", "0x9", "18446744073709551615", "18446744073709551616", "99999999999999999999"}},
 	} {
 		for _, w := range f.words {
 			words := slices.Clone(base)
@@ -455,4 +469,39 @@ func spellingCases() []edgeCase {
 		}
 	}
 	return cases
+}
+
+// laneFields are a lane's words in store's encoding, in order.
+var laneFields = []string{"Until", "Refuse", "Next", "Tail1", "Tail2", "Tail3", "Tail4", "Tail5", "Shift",
+	"Push0", "Push1", "Push2", "Push3", "Push4", "Moved", "Jumps", "Fixed", "FixedLevel", "FixedPushed",
+	"Per", "Burst", "Scaled", "Limited", "Version", "Rates"}
+
+// laneWords is a lane's encoding, its fields set by name (laneFields) as
+// set says, every other 0 but Version 3 and Rates "0:".
+func laneWords(set map[string]string) string {
+	words := make([]string, len(laneFields))
+	for i, f := range laneFields {
+		words[i] = "0"
+		switch f {
+		case "Version":
+			words[i] = "3"
+		case "Rates":
+			words[i] = "0:"
+		}
+		if v, ok := set[f]; ok {
+			words[i] = v
+		}
+	}
+	return strings.Join(words, " ")
+}
+
+// floorLane is a lane paced at 100 ms a send whose sends of level 2
+// (Normal) wait for 2 s after Normal ones, with the sends of level 4
+// (Interactive) having jumped them jumps times in a row: an Interactive
+// take on it jumps again, or lets the first of them go (R27's floor).
+func floorLane(jumps int) string {
+	at := func(d time.Duration) string { return strconv.FormatInt(time.Now().Add(d).UnixMicro(), 10) }
+	return laneWords(map[string]string{"Next": at(2 * time.Second), "Tail1": at(2 * time.Second), "Tail2": at(2 * time.Second),
+		"Tail3": at(300 * time.Millisecond), "Tail4": at(300 * time.Millisecond), "Push0": "900000", "Push1": "900000", "Push2": "900000",
+		"Jumps": strconv.Itoa(jumps), "Per": "1e+08", "Scaled": "1e+08"})
 }

@@ -87,7 +87,7 @@ func (g gen) op(st store.State) store.Op {
 		for i := range costs {
 			costs[i] = g.cost()
 		}
-		return store.Op{Kind: store.OpTake, Costs: costs, Within: g.dur(), Retry: g.r.IntN(3) == 0, Circuit: g.r.IntN(2) == 0}
+		return store.Op{Kind: store.OpTake, Costs: costs, Within: g.dur(), Priority: int8(g.r.IntN(5) - 2), Retry: g.r.IntN(3) == 0, Circuit: g.r.IntN(2) == 0}
 	case 3:
 		return store.Op{Kind: store.OpHold, Lane: lane, For: g.dur(), Refuse: g.r.IntN(4) == 0}
 	case 4:

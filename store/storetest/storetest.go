@@ -180,7 +180,7 @@ func sameCircuit(a, b store.Circuit) bool {
 
 func sameLane(a, b store.Lane) bool {
 	return a.Until.Equal(b.Until) && a.Refuse == b.Refuse && a.Next.Equal(b.Next) && a.Shift == b.Shift &&
-		a.Pushed == b.Pushed && a.Moved == b.Moved && a.RetryNext.Equal(b.RetryNext) && a.Per == b.Per &&
+		sameLevels(a, b) && a.Moved == b.Moved && a.Per == b.Per &&
 		a.Burst == b.Burst && a.Scaled == b.Scaled && a.Limited.Equal(b.Limited) && a.Version == b.Version &&
 		a.Rates == b.Rates
 }
@@ -209,4 +209,14 @@ func applyRetried(ctx context.Context, s store.Store, key string, ops []store.Op
 		time.Sleep(50 * time.Millisecond)
 	}
 	return store.State{}, err
+}
+
+// sameLevels reports whether two lanes order their levels the same (R27).
+func sameLevels(a, b store.Lane) bool {
+	for i := range a.Tails {
+		if !a.Tails[i].Equal(b.Tails[i]) || a.Pushes[i] != b.Pushes[i] {
+			return false
+		}
+	}
+	return a.Jumps == b.Jumps && a.Fixed.Equal(b.Fixed) && a.FixedLevel == b.FixedLevel && a.FixedPushed == b.FixedPushed
 }
