@@ -36,7 +36,17 @@ type call struct {
 	cur        tryState       // the try under way
 	cost       cooldown.Costs // what the call costs on each lane of a Cooldown (R23), when hasCosts
 	hasCosts   bool
-	key        callKey // the call's Cooldown key, once made (R17: its key function runs once)
+	key        callKey  // the call's Cooldown key, once made (R17: its key function runs once)
+	prio       Priority // the call's (R27), once read: hasPrio
+	hasPrio    bool
+}
+
+// priority is the call's Priority (R27), read from its context once.
+func (c *call) priority() Priority {
+	if !c.hasPrio {
+		c.prio, c.hasPrio = priorityOf(c.ctx, c.budget != nil), true
+	}
+	return c.prio
 }
 
 // tryState is one try: what it was sent after, what came back, what the
@@ -71,7 +81,7 @@ func (c *call) run() (*http.Response, error) {
 	for try := 1; ; try++ {
 		c.cur = tryState{try: try}
 		if err := c.waitForCooldown(); err != nil {
-			if err == errHandBack {
+			if errors.Is(err, errHandBack) {
 				return c.handBack(), nil
 			}
 			return nil, err
@@ -219,7 +229,7 @@ func (c *call) report() {
 		Call: c.number, Try: r.try, MaxTries: maxTries(c.cfg.maxRetries),
 		Method: c.req.Method, URL: c.redacted,
 		Status: r.status, Err: r.safeErr, Class: r.class,
-		Elapsed: r.elapsed, Wait: r.d.wait, From: r.d.from, Outcome: r.d.outcome, Held: r.held,
+		Elapsed: r.elapsed, Wait: r.d.wait, From: r.d.from, Outcome: r.d.outcome, Held: r.held, Priority: c.priority(),
 	})
 }
 

@@ -46,7 +46,11 @@ func (c *call) waitForCooldown() error {
 func (c *call) takeSlot() error {
 	r := &c.cur
 	left, untilDeadline := c.left()
-	v, w := r.pass.Enter(c.ctx, c.costs(), min(left, c.cfg.maxWait, store.MaxAhead), r.try > 1)
+	o := cooldown.Order{Retry: r.try > 1, Priority: int8(c.priority())}
+	if left < maxDuration {
+		o.Left = max(left, time.Nanosecond) // a call with no time left still has an end
+	}
+	v, w := r.pass.Enter(c.ctx, c.costs(), min(left, c.cfg.maxWait, store.MaxAhead), o)
 	switch {
 	case v == cooldown.Down:
 		return c.unavailable()
@@ -148,7 +152,7 @@ func (c *call) sleepHeld(w time.Duration, fromHold bool) error {
 		return nil
 	}
 	if fromHold || w >= time.Second {
-		logHold(c.cfg, c.req, c.logKey(), w, fromHold)
+		logHold(c.cfg, c.req, c.logKey(), w, fromHold, c.priority())
 	}
 	unused, ok := c.sleepOr(w, c.cur.pass.Woken())
 	c.p.waited += w - unused
@@ -175,9 +179,9 @@ func (c *call) tellCooldown() {
 	}
 	r := &c.cur
 	circuit := cd.eng.HasCircuit() && (r.class == Transient || r.pass.Watched() && r.resp != nil || r.pass.Probing())
-	paces := r.resp != nil && (r.pass.Watched() || r.class != Permanent || r.status >= 400)
+	paces := r.resp != nil && (r.pass.Watched() || r.class != Permanent || r.status >= 400 || signal.StatesLimits(r.resp.Header))
 	if !circuit && !paces {
-		return // a success of a key nobody watches: not read (R16)
+		return // a success of a key nobody watches, that states no limit: not read (R16, R27)
 	}
 	defer func() {
 		if v := recover(); v != nil {

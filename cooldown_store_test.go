@@ -555,8 +555,8 @@ func TestBadRepliesAreTheStoreFailing(t *testing.T) {
 				assert.True(t, h >= 0 && h < time.Second, "call %d held %v", i, h)
 			}
 			assert.False(t, cd.Until(origin).After(clk.Now().Add(pace.MaxHold)), "no hold past pace.MaxHold: %v", cd.Until(origin))
-			require.NotNil(t, cd.entry(origin))
-			own := cd.stateOf(origin).Valid(cd.now())
+			require.NotNil(t, cd.entry())
+			own := cd.stateOf().Valid(cd.now())
 			assert.True(t, own, "it goes on with its own state: nothing of the lie in it")
 
 			// The Store answers right again, and another replica holds

@@ -64,7 +64,7 @@ func paceAt(cd *Cooldown, now time.Time, interval time.Duration) {
 
 // originLane is the request lane of origin on cd as the Cooldown knows it.
 func originLane(cd *Cooldown) (store.Lane, pace.Rates) {
-	s := cd.stateOf(origin).Lane(laneRequests)
+	s := cd.stateOf().Lane(laneRequests)
 	return s, pace.DecodeRates(s.Rates)
 }
 
@@ -232,7 +232,7 @@ func heldAcrossTransportsLoggedAndReported(t *testing.T) {
 	entries := logs.FilterMessage(msgHolding).All()
 	require.Len(t, entries, 1)
 	assert.Equal(t, map[string]any{
-		"wait_ms": int64(20000), "wait_from": "cooldown", "method": "GET", "url": origin + "/v1/chat",
+		"wait_ms": int64(20000), "wait_from": "cooldown", "priority": "normal", "method": "GET", "url": origin + "/v1/chat",
 	}, entries[0].ContextMap(), "R14: the fields, and no query")
 }
 

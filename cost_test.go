@@ -16,6 +16,8 @@ import (
 	"time"
 
 	"github.com/benbjohnson/clock"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
 )
@@ -69,31 +71,35 @@ func TestSlowPathCallOnTheStack(t *testing.T) {
 }
 
 // TestCooldownHappyPathAllocatesNothing: with a Cooldown, a first-try
-// success carrying a provider's usual rate-limit headers allocates nothing,
-// and nor does a call to a key while another key is watched (R16, R17).
+// success allocates nothing: one that states no limit (its key left
+// unwatched, R16), one to a key while another key is watched, and one
+// whose provider states its limit (OpenAI's headers, counts well above
+// zero: its key is watched and each send takes its slot, R27; a call every
+// 130 ms, below the stated 500 a minute, finds its slot free).
 func TestCooldownHappyPathAllocatesNothing(t *testing.T) {
-	ok := &http.Response{StatusCode: 200, Body: http.NoBody, Header: http.Header{
-		"X-Ratelimit-Limit-Requests":     {"500"},
-		"X-Ratelimit-Remaining-Requests": {"0"},
-		"X-Ratelimit-Reset-Requests":     {"120ms"},
-		"Content-Type":                   {"application/json"},
-	}}
-	var base http.RoundTripper = roundTripperFunc(func(*http.Request) (*http.Response, error) { return ok, nil })
+	plain := http.Header{"Content-Type": {"application/json"}}
 	for _, tc := range []struct {
 		name    string
+		headers http.Header
 		watched string // a key the Cooldown watches
+		keys    int    // the keys it watches after
 	}{
-		{"nothing watched", ""},
-		{"another key watched", "https://other.example.com"},
+		{"nothing stated, nothing watched", plain, "", 0},
+		{"nothing stated, another key watched", plain, "https://other.example.com", 1},
+		{"a limit stated", openAIHeaders(), "", 1},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
+			ok := &http.Response{StatusCode: 200, Body: http.NoBody, Header: tc.headers}
+			base := roundTripperFunc(func(*http.Request) (*http.Response, error) { return ok, nil })
+			clk := newBenchClock()
 			cd := NewCooldown(nil)
-			tr := New(base, WithCooldown(cd))
+			tr := New(base, WithCooldown(cd), WithClock(clk))
 			if tc.watched != "" {
-				holdFor(cd, tc.watched, time.Now(), time.Hour)
+				holdFor(cd, tc.watched, clk.Now(), time.Hour)
 			}
 			req := newRequest(t, context.Background(), http.MethodPost, "https://api.example.com/v1/chat", []byte(`{"q":1}`))
 			allocs := testing.AllocsPerRun(1000, func() {
+				clk.now = clk.now.Add(130 * time.Millisecond)
 				if _, err := tr.RoundTrip(req); err != nil {
 					t.Fatal(err)
 				}
@@ -101,8 +107,8 @@ func TestCooldownHappyPathAllocatesNothing(t *testing.T) {
 			if allocs != 0 {
 				t.Errorf("first-try success allocates %v times per call, want 0", allocs)
 			}
-			if tc.watched == "" && cd.size() != 0 {
-				t.Errorf("a success in free flow armed the Cooldown")
+			if got := cd.size(); got != tc.keys {
+				t.Errorf("the Cooldown watches %d keys, want %d", got, tc.keys)
 			}
 		})
 	}
@@ -145,6 +151,23 @@ func TestCooldownByModelHappyPathAllocatesNothing(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestWithSlogDisabledLevelAllocates: a retried call under WithSlog whose
+// Handler enables no level allocates what it does with no logger.
+func TestWithSlogDisabledLevelAllocates(t *testing.T) {
+	allocs := func(opts ...Option) float64 {
+		base := &benchFlaky{fail: benchResponse(http.StatusServiceUnavailable), ok: benchResponse(http.StatusOK)}
+		tr := New(base, append([]Option{WithClock(newBenchClock())}, opts...)...)
+		req, err := http.NewRequest(http.MethodGet, "https://api.example.com/v1/chat", nil)
+		require.NoError(t, err)
+		return testing.AllocsPerRun(100, func() {
+			if resp, err := tr.RoundTrip(req); err != nil || resp.StatusCode != http.StatusOK {
+				t.Fatalf("want a 200 after one retry, got %v, %v", resp, err)
+			}
+		})
+	}
+	assert.Equal(t, allocs(), allocs(WithSlog(slog.New(newSlogRecorder(slog.LevelError)))), "allocations per call")
 }
 
 // TestMemoryFlat: 100,000 calls, each retried once (a 503, then a 200),
@@ -216,8 +239,8 @@ func (s *benchStub) RoundTrip(*http.Request) (*http.Response, error) {
 // inline away) the call that every other benchmark pays.
 //
 //go:noinline
-func benchBase(status int) http.RoundTripper {
-	return &benchStub{resp: benchResponse(status)}
+func benchBase() http.RoundTripper {
+	return &benchStub{resp: benchResponse(http.StatusOK)}
 }
 
 func benchResponse(status int) *http.Response {
@@ -262,7 +285,7 @@ func benchGetURL(b *testing.B, ctx context.Context, url string) *http.Request {
 // BenchmarkBare is the base alone, called through an interface as the
 // Transport calls it: the floor the other benchmarks are read against.
 func BenchmarkBare(b *testing.B) {
-	base := benchBase(http.StatusOK)
+	base := benchBase()
 	req := benchGet(b, context.Background())
 	b.ReportAllocs()
 	for b.Loop() {
@@ -291,7 +314,7 @@ func (f *floorWrapper) RoundTrip(r *http.Request) (*http.Response, error) {
 func BenchmarkFloor(b *testing.B) {
 	for _, url := range []string{"https", "http"} {
 		b.Run(url, func(b *testing.B) {
-			var tr http.RoundTripper = &floorWrapper{base: benchBase(http.StatusOK)}
+			var tr http.RoundTripper = &floorWrapper{base: benchBase()}
 			req := benchGetURL(b, context.Background(), url+"://api.example.com/v1/chat/completions")
 			b.ReportAllocs()
 			for b.Loop() {
@@ -330,11 +353,7 @@ func BenchmarkHappyPath(b *testing.B) {
 	defer cancel()
 	for _, bc := range benchHappyCases(deadline) {
 		b.Run(bc.name, func(b *testing.B) {
-			base := benchBase(http.StatusOK)
-			if bc.name == "cooldown+headers" {
-				base.(*benchStub).resp.Header = openAIHeaders()
-			}
-			tr := New(base, bc.opts...)
+			tr := New(benchBase(), bc.opts...)
 			url := benchURL
 			if bc.name == "http" {
 				url = "http://api.example.com/v1/chat/completions"
@@ -372,8 +391,8 @@ func benchHappyCases(deadline context.Context) []struct {
 		{"budget+deadline+quota", WithBudget(deadline, NewBudget(PublicTierMaxWait)), []Option{WithQuota(NewQuota(10, 0.1))}},
 		{"try-timeout", context.Background(), []Option{WithTryTimeout(time.Minute)}},
 	}...)
-	// A Cooldown with a provider's usual headers on the success (read only
-	// for a key the Cooldown watches), and with another key watched. Keyed
+	// A Cooldown with another key watched (a success that states its
+	// limit arms its key: BenchmarkStatedLimit measures that). Keyed
 	// by model (KeyByModel, a POST of a JSON body): with nothing watched,
 	// with a model of another host watched whose name is as long (neither
 	// reads the body; the host's key is built and looked up), and with
@@ -393,7 +412,6 @@ func benchHappyCases(deadline context.Context) []struct {
 		ctx  context.Context
 		opts []Option
 	}{
-		{"cooldown+headers", context.Background(), []Option{WithCooldown(NewCooldown(nil))}},
 		{"cooldown+other-key-watched", context.Background(), []Option{WithCooldown(watching)}},
 		{"cooldown-by-model", context.Background(), byModel("")},
 		{"cooldown-by-model+other-host-watched", context.Background(), byModel("https://api.example.net/gpt-4o")},
@@ -437,6 +455,45 @@ func BenchmarkHappyParallel(b *testing.B) {
 					}
 				}
 			})
+		})
+	}
+}
+
+// BenchmarkStatedLimit is a first-try success on a key whose provider
+// states its limit (OpenAI's headers: 500 requests a minute), one call
+// each 130 ms on benchClock (below the limit: each finds its slot free),
+// beside the same with no Cooldown and with a Cooldown whose provider
+// states nothing. Reading the counts and taking the slot is what R27's
+// fan-out without a storm costs a key whose limit was stated.
+func BenchmarkStatedLimit(b *testing.B) {
+	for _, bc := range []struct {
+		name    string
+		cd      bool
+		headers http.Header
+	}{
+		{"no-cooldown", false, openAIHeaders()},
+		{"cooldown+none-stated", true, http.Header{"Content-Type": {"application/json"}}},
+		{"cooldown+stated", true, openAIHeaders()},
+	} {
+		b.Run(bc.name, func(b *testing.B) {
+			base := benchBase()
+			base.(*benchStub).resp.Header = bc.headers
+			clk := newBenchClock()
+			opts := []Option{WithClock(clk)}
+			if bc.cd {
+				opts = append(opts, WithCooldown(NewCooldown(nil)))
+			}
+			tr := New(base, opts...)
+			req := benchGet(b, context.Background())
+			b.ReportAllocs()
+			for b.Loop() {
+				clk.now = clk.now.Add(130 * time.Millisecond)
+				resp, err := tr.RoundTrip(req)
+				if err != nil {
+					b.Fatal(err)
+				}
+				resp.Body.Close()
+			}
 		})
 	}
 }

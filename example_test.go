@@ -319,15 +319,15 @@ func ExampleKeyByModel() {
 		resp.Body.Close()
 		fmt.Printf("%s: %d after %v\n", key, resp.StatusCode, clk.Since(before))
 	}
-	call("gpt-4o")      // admitted
-	call("gpt-4o")      // refused: the 429 holds gpt-4o's key for the 10 s the provider asks
+	call("gpt-4o")      // admitted: its answer states gpt-4o's limit, one in 10 s
+	call("gpt-4o")      // paced: it waits for its slot (2% under the stated rate), where a 429 would have come
 	call("gpt-4o-mini") // another model: not held
-	call("gpt-4o")      // held, then admitted
+	call("gpt-4o")      // paced again
 	// Output:
 	// https://api.openai.com/gpt-4o: 200 after 0s
-	// https://api.openai.com/gpt-4o: 429 after 0s
+	// https://api.openai.com/gpt-4o: 200 after 10.2s
 	// https://api.openai.com/gpt-4o-mini: 200 after 0s
-	// https://api.openai.com/gpt-4o: 200 after 10s
+	// https://api.openai.com/gpt-4o: 200 after 10.2s
 }
 
 // Some SDKs (langchaingo among them) replace the transport's error with text

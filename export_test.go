@@ -58,18 +58,18 @@ func (c *Cooldown) on(t time.Time) time.Time { return c.eng.On(t) }
 // watch is key's state on c, made if it has none; nil when full.
 func (c *Cooldown) watch(key string, now time.Time) *cooldown.KeyState { return c.eng.Watch(key, now) }
 
-// entry is key's state on c, nil when it is not watched.
-func (c *Cooldown) entry(key string) *cooldown.KeyState { return c.eng.Find(key) }
+// entry is origin's state on c, nil when it is not watched.
+func (c *Cooldown) entry() *cooldown.KeyState { return c.eng.Find(origin) }
 
 // apply applies ops to k's key, as a call's op does.
 func (c *Cooldown) apply(k *cooldown.KeyState, ops ...store.Op) {
 	c.eng.Apply(context.Background(), k, ops)
 }
 
-// stateOf is key's state on c (a copy, on c's clock); the zero State when
-// it is not watched.
-func (c *Cooldown) stateOf(key string) store.State {
-	if k := c.eng.Find(key); k != nil {
+// stateOf is origin's state on c (a copy, on c's clock); the zero State
+// when it is not watched.
+func (c *Cooldown) stateOf() store.State {
+	if k := c.eng.Find(origin); k != nil {
 		return k.State()
 	}
 	return store.State{}

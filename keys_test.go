@@ -222,7 +222,9 @@ func TestCooldownByModelHoldsOneModel(t *testing.T) {
 	} {
 		t.Run(name, func(t *testing.T) {
 			clk := newClock()
-			provider := retryhttptest.NewProvider(retryhttptest.ProviderConfig{Clock: clk, Models: map[string]retryhttptest.ModelLimits{
+			// Retry-After alone: a limit that is not stated (one that is
+			// paces the model from its first answer: TestStatedLimitPaces).
+			provider := retryhttptest.NewProvider(retryhttptest.ProviderConfig{Clock: clk, Dialect: retryhttptest.RetryAfterDialect, Models: map[string]retryhttptest.ModelLimits{
 				"gpt-4o":      {Requests: retryhttptest.Limit{Rate: 0.1, Size: 1}}, // one at once, then one in 10 s
 				"gpt-4o-mini": {Requests: retryhttptest.Limit{Rate: 10, Size: 10}},
 			}})

@@ -76,6 +76,7 @@ type Attempt struct {
 	From     WaitSource    // which side set Wait
 	Outcome  Outcome       // what the transport does next; never Canceled
 	Held     time.Duration // waited for a Cooldown just before this try; 0 when none
+	Priority Priority      // the call's (R27): who goes first while its key's sends wait
 }
 
 // An Observer is told of every try, in order, synchronously, before any wait,
@@ -108,7 +109,7 @@ var noLevel = zap.LevelEnablerFunc(func(zapcore.Level) bool { return false })
 // a paced slot. Both are the Cooldown doing its work, not a fault: an
 // operator leaves Warn on, and a healthy fleet paced by a provider's limit
 // wrote ten Warn lines a second. Sampled per provider (sampled).
-func logHold(cfg *config, r *http.Request, key string, wait time.Duration, fromHold bool) {
+func logHold(cfg *config, r *http.Request, key string, wait time.Duration, fromHold bool, p Priority) {
 	level := zap.DebugLevel
 	if fromHold {
 		level = zap.InfoLevel
@@ -121,10 +122,11 @@ func logHold(cfg *config, r *http.Request, key string, wait time.Duration, fromH
 	if !ok {
 		return
 	}
-	fields := make([]zap.Field, 0, 6)
+	fields := make([]zap.Field, 0, 7)
 	fields = append(fields,
 		zap.Int64("wait_ms", wait.Milliseconds()),
 		zap.String("wait_from", FromCooldown.String()),
+		zap.String("priority", p.String()),
 		zap.String("method", r.Method),
 		zap.String("url", safeURL(r.URL)),
 	)

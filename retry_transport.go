@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/benbjohnson/clock"
+	"github.com/retryhttp/retryhttp/internal/signal"
 	"go.uber.org/zap"
 )
 
@@ -218,9 +219,11 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	// The happy path (R16): the floor (call the base, look at the status)
 	// and a few branches. A success is Permanent under Classify; it is
 	// handed back as the base gave it (a Cooldown reads only the answers
-	// of a key it watches).
+	// of a key it watches, and whether one states the provider's limit:
+	// that one it reads, R27).
 	resp, err := t.base.RoundTrip(req)
-	if err == nil && resp != nil && resp.StatusCode < 400 && resp.Body != nil {
+	if err == nil && resp != nil && resp.StatusCode < 400 && resp.Body != nil &&
+		(c.cooldown == nil || !signal.StatesLimits(resp.Header)) {
 		if q := c.quota; q != nil {
 			q.succeeded()
 		}

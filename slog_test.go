@@ -257,19 +257,7 @@ func TestWithSlogDisabledLevel(t *testing.T) {
 	logCall(replies{reply(503), reply(200)}, false)(t, WithSlog(slog.New(rec)))
 	assert.Empty(t, rec.entries())
 	assert.Positive(t, rec.enabledCalls(), "the Handler says what is enabled")
-
-	allocs := func(opts ...Option) float64 {
-		base := &benchFlaky{fail: benchResponse(http.StatusServiceUnavailable), ok: benchResponse(http.StatusOK)}
-		tr := New(base, append([]Option{WithClock(newBenchClock())}, opts...)...)
-		req, err := http.NewRequest(http.MethodGet, "https://api.example.com/v1/chat", nil)
-		require.NoError(t, err)
-		return testing.AllocsPerRun(100, func() {
-			if resp, err := tr.RoundTrip(req); err != nil || resp.StatusCode != http.StatusOK {
-				t.Fatalf("want a 200 after one retry, got %v, %v", resp, err)
-			}
-		})
-	}
-	assert.Equal(t, allocs(), allocs(WithSlog(slog.New(newSlogRecorder(slog.LevelError)))), "allocations per call")
+	// Its allocations: TestWithSlogDisabledLevelAllocates (cost_test.go).
 }
 
 // TestSlogCore: the core under WithSlog keeps fields of every kind, zap's

@@ -332,8 +332,8 @@ func TestCooldownA429HitsItsLimitOnly(t *testing.T) {
 			resp, err := tr.RoundTrip(postOf(context.Background(), 4000))
 			require.NoError(t, err)
 			resp.Body.Close()
-			require.NotNil(t, cd.entry(origin))
-			st := cd.stateOf(origin)
+			require.NotNil(t, cd.entry())
+			st := cd.stateOf()
 			assert.Positive(t, st.Lane(tc.hit).Per, "the lane it hit is paced")
 			assert.Zero(t, st.Lane(tc.miss).Per, "the other is not")
 			assert.False(t, st.Lane(tc.miss).Limited.After(time.Time{}), "nor limited")
@@ -568,7 +568,7 @@ func oweAtMostTheBucket(t *testing.T, arm []retryhttptest.Reply, cc costlyCall, 
 	resp, err := trArm.RoundTrip(postOf(context.Background(), 4000))
 	require.NoError(t, err)
 	resp.Body.Close()
-	require.NotNil(t, next.entry(origin), "the replica of the next call watches the key")
+	require.NotNil(t, next.entry(), "the replica of the next call watches the key")
 
 	ctx, cancel := clk.WithTimeout(context.Background(), time.Minute)
 	trBig := New(retryhttptest.NewScript(answer).WithClock(clk), WithClock(clk), WithCooldown(cd), WithMaxRetries(0))
@@ -598,7 +598,7 @@ func oweAtMostTheBucket(t *testing.T, arm []retryhttptest.Reply, cc costlyCall, 
 // laneOfEntry is lane l of origin as cd knows it; a zero Lane when cd
 // does not watch it.
 func laneOfEntry(cd *Cooldown, l laneID) store.Lane {
-	return cd.stateOf(origin).Lane(l)
+	return cd.stateOf().Lane(l)
 }
 
 // OpenAI's "Request too large ... on tokens per min" is
@@ -624,10 +624,10 @@ type laneState struct {
 }
 
 func laneNow(cd *Cooldown, l laneID) (laneState, bool) {
-	if cd.entry(origin) == nil {
+	if cd.entry() == nil {
 		return laneState{}, false
 	}
-	s := cd.stateOf(origin).Lane(l)
+	s := cd.stateOf().Lane(l)
 	return laneState{per: s.Per, rates: pace.DecodeRates(s.Rates), until: s.Until, limited: s.Limited}, true
 }
 
@@ -667,7 +667,7 @@ func TestTooLargeSaysNothingOfTheLimit(t *testing.T) {
 			// Another send's slot of 100,000 tokens (2 s at the learned
 			// rate) is ahead of the too-large call: it waits behind it, so
 			// that a 429 to it is one that would cut.
-			res := cd.eng.Take(context.Background(), cd.entry(origin), cd.now(), cooldown.Costs{1, 100000, 100000}, time.Hour)
+			res := cd.eng.Take(context.Background(), cd.entry(), cd.now(), cooldown.Costs{1, 100000, 100000}, time.Hour)
 			require.True(t, res.Took)
 			script := retryhttptest.NewScript(tooLarge429()).WithClock(clk)
 			var held time.Duration

@@ -2,6 +2,7 @@ package retryhttp
 
 import (
 	"context"
+	"errors"
 	"io"
 	"net/http"
 	"time"
@@ -107,7 +108,7 @@ func drain(ctx context.Context, resp *http.Response, bound time.Duration, from s
 	}
 	ra.wait(ctx, bound)
 	var whole []byte
-	if keep && ra.keep && ra.finished() && ra.err == io.EOF && ra.off == 0 {
+	if keep && ra.keep && ra.finished() && errors.Is(ra.err, io.EOF) && ra.off == 0 {
 		whole = ra.buf // the goroutine is done with it
 		if whole == nil {
 			whole = []byte{}

@@ -290,6 +290,7 @@ local function book(s, at, c, l)
   end
   for i = l, 1, -1 do s.t[i] = fit(math.max(s.t[i], at) + us(c)) end
   s.n = fit(math.max(s.n, at) + us(c))                 -- GCRA: Next moves on by the charge
+  return ok                                            -- a jump over a lower priority: news
 end
 
 -- moveWaiting: the tails and the fixed head's slot after from move on by
@@ -326,7 +327,7 @@ local function take(costs, within, l, circuit)
   if R.wait > 0 and R.wait * 1000 >= within then return end -- does not fit: take nothing
   for i = 1, n do
     local s, cost = L[i], costs[i]
-    if cost > 0 and s.per > 0 then book(s, at, charge(s, cost), l) end
+    if cost > 0 and s.per > 0 and book(s, at, charge(s, cost), l) then R.publish = true end -- sends waiting moved back
   end
   R.took = true
   if probe then C.probe, R.probe = fit(at + LEASE), true end -- the lease runs from the probe's slot
@@ -457,7 +458,11 @@ if ops ~= '' then
         if #rates <= MAXRATES then
           local s = lane(i)
           if s and s.v ~= v then R.stale = true       -- computed from an older version: left out
-          elseif s then setRates(s, math.min(finite(per), MAXPER), math.min(finite(burst), MAXBURST), rates) end
+          elseif s then
+            per = math.min(finite(per), MAXPER)
+            if s.per <= 0 and per > 0 then R.publish = true end -- the lane paced at last: every process watches it
+            setRates(s, per, math.min(finite(burst), MAXBURST), rates)
+          end
         end
       elseif kind == 'L' then
         local s = lane(i)

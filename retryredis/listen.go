@@ -21,15 +21,17 @@ import (
 // limited, soon after it did: by pub/sub within a round trip, and by a
 // poll of the index within a second if the message was lost. It never
 // calls f for this Store's own Applies. The first Listen starts the
-// subscription and the poll (two goroutines, until Close). f must not
-// block; a nil f is ignored. stop makes f heard no more.
+// subscription and the poll (two goroutines, until Close), and returns
+// once Redis has confirmed the subscription (or after the Store's
+// timeout, Redis failing: the poll hears then). f must not block; a nil f
+// is ignored. stop makes f heard no more.
 func (s *Store) Listen(f func(key string, s store.State)) (stop func()) {
 	if f == nil {
 		return func() {}
 	}
 	s.mu.Lock()
-	defer s.mu.Unlock()
 	if s.closed {
+		s.mu.Unlock()
 		return func() {}
 	}
 	id := s.nextID
@@ -41,6 +43,16 @@ func (s *Store) Listen(f func(key string, s store.State)) (stop func()) {
 		go s.subscribe()
 		go s.pollLoop()
 	}
+	s.mu.Unlock()
+	// Listening when it returns (the store contract): the subscription
+	// confirmed, or, Redis failing, the poll hears within a second.
+	t := time.NewTimer(s.cfg.timeout)
+	select {
+	case <-s.listening:
+	case <-t.C:
+	case <-s.ctx.Done():
+	}
+	t.Stop()
 	return func() {
 		s.mu.Lock()
 		delete(s.listeners, id)
@@ -94,6 +106,9 @@ func (s *Store) subscribe() {
 			case *redis.Subscription:
 				if m.Kind == "subscribe" && subscribed {
 					s.pollNow()
+				}
+				if !subscribed {
+					close(s.listening)
 				}
 				subscribed = true
 			case *redis.Message:

@@ -73,6 +73,9 @@ type Store struct {
 	cancel context.CancelFunc
 	wg     sync.WaitGroup // the goroutines Listen started, and ops out (not direct); added to under mu, before closed
 	kick   chan struct{}  // polls at once (after a resubscription)
+	// listening is closed when the subscription is first confirmed: Listen
+	// waits for it (a state published as Listen returns is heard).
+	listening chan struct{}
 
 	mu        sync.Mutex
 	listeners map[int]func(string, store.State)
@@ -123,7 +126,7 @@ func NewStore(rdb redis.UniversalClient, opts ...Option) *Store {
 	_, _ = rand.Read(id[:])
 	s := &Store{rdb: rdb, cfg: cfg, id: hex.EncodeToString(id[:]),
 		keyPrefix: cfg.prefix + "key:", index: cfg.prefix + "armed", channel: cfg.prefix + "armed",
-		direct: boundsByContext(rdb), kick: make(chan struct{}, 1),
+		direct: boundsByContext(rdb), kick: make(chan struct{}, 1), listening: make(chan struct{}),
 		listeners: make(map[int]func(string, store.State)), seen: make(map[string]int64),
 		delivered: make(map[string]uint64)}
 	s.br.failures, s.br.coolOff = int32(cfg.failures), cfg.coolOff

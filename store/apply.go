@@ -2,6 +2,7 @@ package store
 
 import (
 	"math"
+	"strings"
 	"time"
 )
 
@@ -18,8 +19,10 @@ type Result struct {
 	Probe       bool
 	// Stale: a Rates op named an older Version and was left out.
 	Stale bool
-	// Publish: the ops held a lane longer, limited one, or opened or
-	// closed the circuit: news every other process must hear (Listen).
+	// Publish: the ops held a lane longer, limited one, paced one for the
+	// first time (its first rates), moved sends waiting back (a take of a
+	// higher Priority let in before them, R27), or opened or closed the
+	// circuit: news every other process must hear (Listen).
 	Publish bool
 }
 
@@ -144,7 +147,11 @@ func (r *Record) apply(now time.Time, op *Op, res *Result) {
 			res.Stale = true
 			return
 		}
-		s.setRates(now, math.Min(finite(op.Per), float64(MaxPer)), math.Min(finite(op.Burst), float64(MaxAhead)), op.Rates)
+		per := math.Min(finite(op.Per), float64(MaxPer))
+		res.Publish = res.Publish || s.Per <= 0 && per > 0 // the lane paced at last: every process watches it
+		// A copy of the op's Rates: the Record keeps it, and the ops stay
+		// the caller's (a take's costs on its stack, R16).
+		s.setRates(now, per, math.Min(finite(op.Burst), float64(MaxAhead)), strings.Clone(op.Rates))
 	case OpLimited:
 		s.Limited = now
 		res.Publish = true
@@ -186,8 +193,8 @@ func (r *Record) take(now time.Time, op *Op, res *Result) {
 	}
 	for l := range n {
 		s, cost := &r.Lanes[l], finite(op.Costs[l])
-		if cost > 0 && s.Per > 0 {
-			s.book(now, at, s.Charge(cost), level)
+		if cost > 0 && s.Per > 0 && s.book(now, at, s.Charge(cost), level) {
+			res.Publish = true // sends waiting moved back, in every process
 		}
 	}
 	res.Took = true
@@ -283,9 +290,11 @@ func (s *Lane) lowerHead(now, at time.Time, l int) (level int, ok bool) {
 // lower levels waiting behind it go one charge later (their Pushes grow by
 // it), and the tails of its level and below grow past it. A send that
 // jumps a lower priority counts toward the floor (Jumps), and the tenth
-// (slot's fixed) keeps the first of them its slot.
-func (s *Lane) book(now, at time.Time, charge float64, l int) {
-	if h, ok := s.lowerHead(now, at, l); ok {
+// (slot's fixed) keeps the first of them its slot; jumped reports such a
+// jump.
+func (s *Lane) book(now, at time.Time, charge float64, l int) (jumped bool) {
+	h, jumped := s.lowerHead(now, at, l)
+	if jumped {
 		if !s.tail(l).After(now) {
 			s.Jumps = 0 // the sends of l's level and above had all gone: the lower ones were going
 		}
@@ -304,6 +313,7 @@ func (s *Lane) book(now, at time.Time, charge float64, l int) {
 		s.Tails[h-1] = fit(now, later(s.Tails[h-1], at).Add(us(charge)))
 	}
 	s.Next = fit(now, later(s.Next, at).Add(us(charge)))
+	return jumped
 }
 
 // holdTo is OpHold: the hold on to u, forward only (R17), the sends

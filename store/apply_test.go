@@ -299,8 +299,8 @@ func TestTakeLevels(t *testing.T) {
 // push it had when its slot was fixed.
 func TestTakeLevelsPush(t *testing.T) {
 	r := Record{Lanes: []Lane{lane100()}}
-	take := func(p int8, retry bool) Result {
-		return Apply(&r, epoch, []Op{{Kind: OpTake, Costs: []float64{1}, Within: time.Hour, Priority: p, Retry: retry}})
+	take := func(p int8, retry bool) {
+		Apply(&r, epoch, []Op{{Kind: OpTake, Costs: []float64{1}, Within: time.Hour, Priority: p, Retry: retry}})
 	}
 	take(-1, false)
 	take(-1, false) // waits 100 ms
@@ -321,4 +321,35 @@ func TestTakeLevelsPush(t *testing.T) {
 	assert.Equal(t, 2, s.FixedLevel)
 	assert.Equal(t, 900*ms, s.FixedPushed, "the push it had then")
 	assert.Zero(t, s.Jumps, "the count starts again")
+}
+
+// TestPublishNews: a take that moves back sends of a lower Priority
+// waiting is news for every process (their sends that no longer fit end at
+// once); a retry before its own Priority's first tries is not. A lane's
+// first rates are news (every process watches the key); later ones are
+// not.
+func TestPublishNews(t *testing.T) {
+	take := func(r *Record, p int8, retry bool) bool {
+		return Apply(r, epoch, []Op{{Kind: OpTake, Costs: []float64{1}, Within: time.Hour, Priority: p, Retry: retry}}).Publish
+	}
+	r := Record{Lanes: []Lane{lane100()}}
+	assert.False(t, take(&r, -1, false), "a take at once")
+	assert.False(t, take(&r, -1, false), "a take at the end of the queue")
+	assert.True(t, take(&r, 1, false), "an Interactive send before a Background one waiting")
+	assert.True(t, take(&r, 1, false), "the next Interactive send moves it back again")
+
+	r = Record{Lanes: []Lane{lane100()}}
+	take(&r, 0, false)
+	take(&r, 0, false)
+	assert.False(t, take(&r, 0, true), "a retry before its Priority's first tries")
+
+	rates := func(r *Record, per float64) bool {
+		v := r.Lane(Requests).Version
+		return Apply(r, epoch, []Op{{Kind: OpRates, Lane: Requests, Version: v, Per: per}}).Publish
+	}
+	r = Record{}
+	assert.True(t, rates(&r, float64(100*ms)), "the lane's first rates")
+	assert.False(t, rates(&r, float64(50*ms)), "a change of rates")
+	assert.False(t, rates(&r, 0), "no rate")
+	assert.True(t, rates(&r, float64(ms)), "paced again")
 }

@@ -41,6 +41,7 @@ type Answer struct {
 // An Event is what a try says to a key's circuit (R25).
 type Event uint8
 
+// The Events.
 const (
 	NoNews     Event = iota // the caller's own cancel: nothing of the provider
 	Failure                 // a try the Classifier calls Transient
@@ -48,9 +49,11 @@ const (
 )
 
 // arms reports whether an answer arms a key nobody watches: a limit, an
-// ask, or an exhausted limit's reset.
+// ask, an exhausted limit's reset, or a count of the provider's request
+// limit that states its rate (R27: a fan-out on a key whose limit was
+// stated is paced from its first try, not after a storm of 429s).
 func (a *Answer) arms() bool {
-	if a.Limited && !a.TooLarge || a.HasAsk && a.Ask > 0 {
+	if c := a.Counts[laneRequests]; a.Limited && !a.TooLarge || a.HasAsk && a.Ask > 0 || c.OK && c.Limit > c.Remaining && c.Window > 0 {
 		return true
 	}
 	for l := range a.Reset {
@@ -125,8 +128,10 @@ func (e *Engine) hearPace(ctx context.Context, k *KeyState, now time.Time, a *An
 	if tk != nil {
 		cost = tk.costs
 	}
-	if a.needsCosts() && cost[laneTokens]+cost[laneInput]+cost[laneOutput] == 0 {
-		cost = costs() // a token lane is heard of for the first time
+	if a.needsCosts() && cost[laneTokens]+cost[laneInput]+cost[laneOutput] == 0 && (!a.OK || k.CountsTokens(now)) {
+		// A token lane is heard of for the first time, by a limit or
+		// while it binds: a success on a roomy one reads no body (R27).
+		cost = costs()
 	}
 	e.applyAnswer(ctx, k, now, a, sent, tk, cost)
 	return k
@@ -138,9 +143,13 @@ func (e *Engine) hearPace(ctx context.Context, k *KeyState, now time.Time, a *An
 // processes, must know now), else with the next take (R24: a paced send
 // costs one round trip; the in-process state has no round trip to save).
 func (e *Engine) applyAnswer(ctx context.Context, k *KeyState, now time.Time, a *Answer, sent time.Time, tk *ticket, cost Costs) {
+	if e.store == nil {
+		e.applyAnswerHere(k, now, a, sent, tk, cost)
+		return
+	}
 	k.mu.Lock()
 	st := k.state
-	ops, urgent := answerOps(&st, now, a, sent, tk, cost)
+	ops, urgent := answerOps(nil, &st, now, a, sent, tk, cost)
 	if len(ops) == 0 {
 		k.mu.Unlock()
 		return
@@ -161,14 +170,42 @@ func (e *Engine) applyAnswer(ctx context.Context, k *KeyState, now time.Time, a 
 	e.apply(context.WithoutCancel(ctx), k, ops, nil)
 }
 
+// applyAnswerHere is applyAnswer on the process's own state (no Store):
+// at once, with nothing to defer, and no allocation (R16, R27).
+func (e *Engine) applyAnswerHere(k *KeyState, now time.Time, a *Answer, sent time.Time, tk *ticket, cost Costs) {
+	var buf [4 * numLanes]store.Op // answerOps's most: rates, a limit, a hold and a correction per lane
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	st := k.state
+	ops, _ := answerOps(buf[:0], &st, now, a, sent, tk, cost)
+	if len(ops) == 0 {
+		return
+	}
+	for _, op := range ops {
+		if op.Kind == store.OpHold {
+			k.armed[op.Lane] = armedHold{until: now.Add(op.For), refuse: op.Refuse}
+		}
+	}
+	at := e.Now()
+	k.applyHere(at, ops)
+	e.logCircuit(k, at)
+}
+
 // answerOps is what the policy makes of a for each lane of st, as Store
-// ops, and whether any of them is a limit or a hold.
-func answerOps(st *store.State, now time.Time, a *Answer, sent time.Time, tk *ticket, cost Costs) (ops []store.Op, urgent bool) {
+// ops appended to ops, and whether any of them is a limit or a hold.
+func answerOps(ops []store.Op, st *store.State, now time.Time, a *Answer, sent time.Time, tk *ticket, cost Costs) (_ []store.Op, urgent bool) {
 	hit := a.hitLanes(cost)
 	for l := range numLanes {
 		s := st.Lane(l)
 		r := pace.DecodeRates(s.Rates)
-		n := pace.News{Counts: a.Counts[l], Hit: hit.Has(l), OK: a.OK, Cost: cost[l], Sent: sent, Spacing: l == laneRequests,
+		// The request lane is spaced (pace.News.Spacing) while it binds:
+		// the provider limited it lately, or sends wait for their slots.
+		// A limit only stated, with nobody waiting, lets its bucket go at
+		// once, as the provider would (R27: a fan-out sends what the limit
+		// lets through, and the rest spaced).
+		spaced := l == laneRequests && (hit.Has(l) && a.Limited || s.Next.After(now.Add(pace.DurNs(s.Burst))) ||
+			!s.Limited.IsZero() && now.Sub(s.Limited) < pace.IdleAfter)
+		n := pace.News{Counts: a.Counts[l], Hit: hit.Has(l), OK: a.OK, Cost: cost[l], Sent: sent, Spacing: spaced,
 			Reset: a.Reset[l], ResetRes: a.ResetRes[l], HasReset: a.HasReset[l]}
 		if n.Hit {
 			n.Ask, n.AskRes, n.HasAsk = a.Ask, a.AskRes, a.HasAsk

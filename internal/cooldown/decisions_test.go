@@ -77,12 +77,12 @@ func TestAnswerTooLargeExhaustive(t *testing.T) {
 func checkTooLarge(t *testing.T, st *store.State, now time.Time, a Answer, tk *ticket, cost Costs, r pace.Rates) {
 	t.Helper()
 	fail := func(rule string) { t.Errorf("%s:\nrates %+v\nanswer %+v", rule, r, a) }
-	plain, _ := answerOps(st, now, &a, time.Time{}, tk, cost)
+	plain, _ := answerOps(nil, st, now, &a, time.Time{}, tk, cost)
 	if !a.HasAsk && !hasOp(plain, store.OpLimited) {
 		fail("a 429 not too large limits a lane")
 	}
 	a.TooLarge = true
-	ops, _ := answerOps(st, now, &a, time.Time{}, tk, cost)
+	ops, _ := answerOps(nil, st, now, &a, time.Time{}, tk, cost)
 	if a.hitLanes(cost) != 0 {
 		fail("a call too large hits no lane")
 	}

@@ -20,6 +20,7 @@ import (
 // must build to find its key (WatchSet.First) and how a key is logged.
 type KeyKind uint8
 
+// The KeyKinds.
 const (
 	DefaultKeys KeyKind = iota // scheme://host, lowercased
 	ModelKeys                  // KeyByModel's scheme://host/model: logged as it is

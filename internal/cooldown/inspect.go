@@ -43,7 +43,7 @@ func (e *Engine) Push(key string, st store.State) { e.onPush(key, st) }
 // Take asks for a slot for a send of cost at now, as Enter does past what
 // the process knows: the Store's Result.
 func (e *Engine) Take(ctx context.Context, k *KeyState, now time.Time, cost Costs, within time.Duration) store.Result {
-	_, _, res := e.take(ctx, k, now, cost, within, false, 0)
+	_, _, res := e.take(ctx, k, now, cost, within, Order{})
 	return res
 }
 

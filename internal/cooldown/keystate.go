@@ -22,6 +22,11 @@ type KeyState struct {
 	swept   bool          // swept: an answer heard later goes to the key's new state
 	armedAt time.Time     // a key armed is kept pace.IdleAfter at least
 	wake    chan struct{} // closed when the sends waiting may go sooner (wakeAll)
+	// wakePush is closed when sends waiting are moved back (R27): the ones
+	// whose calls have an end wait on it (order.go).
+	wakePush chan struct{}
+	waiting  []*waiter // this process's sends waiting for their slots
+	arrivals uint64    // the sends queued so far, for their order
 	// deferred is what answers said that is worth no round trip of its
 	// own: it goes with the next take (R24: a paced send costs one).
 	deferred []deferredOp
@@ -110,13 +115,21 @@ func isIdle(r *store.Record, now time.Time) bool {
 	return true
 }
 
-// CountsTokens reports whether a token lane of k is paced or held at now:
-// a call then needs its cost in tokens (R23; else it is not estimated).
+// CountsTokens reports whether a token lane of k binds at now: held, or
+// paced and either limited by the provider within pace.IdleAfter or its
+// bucket less than half full. A call then needs its cost in tokens (R23;
+// else it is not estimated, and the lane's counts on each answer keep its
+// schedule: a key whose provider states a roomy token limit, watched for
+// its request limit, reads no body, R27).
 func (k *KeyState) CountsTokens(now time.Time) bool {
 	k.mu.Lock()
 	defer k.mu.Unlock()
 	for l := laneTokens; l < numLanes; l++ {
-		if s := k.state.Lane(l); s.Per > 0 || s.Until.After(now) {
+		s := k.state.Lane(l)
+		if s.Until.After(now) {
+			return true
+		}
+		if s.Per > 0 && (now.Sub(s.Limited) < pace.IdleAfter || s.Burst <= 0 || s.Next.After(now.Add(pace.DurNs(s.Burst/2)))) {
 			return true
 		}
 	}

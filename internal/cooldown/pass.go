@@ -19,6 +19,9 @@ type Pass struct {
 	sent    time.Time // when Next let the send go; zero when it was not paced
 	tk      ticket
 	paced   bool
+	atSlot  bool    // Enter gave it a slot at once: it goes, whatever comes in after
+	order   Order   // where the send goes among its key's sends waiting (R27)
+	w       *waiter // the send waits for its slot: its ticket is there (order.go)
 }
 
 // Pass returns a Pass for a send whose key's state is k (nil: not watched).
@@ -30,6 +33,7 @@ func (p *Pass) Watched() bool { return p.key != nil }
 // A Verdict is what Enter says of a send.
 type Verdict uint8
 
+// The Verdicts.
 const (
 	Go   Verdict = iota // the send goes, after the wait Enter returns (its slot)
 	Held                // a hold refuses it, or does not fit: the wait is what is left of it
@@ -39,10 +43,12 @@ const (
 // Enter asks, before a send, for its slot on every lane it costs
 // something on (costs), if the wait for it is shorter than within (R7's
 // fit): Go with the wait, or a refusal (Held with what is left of the
-// hold, Down). A retry goes before the sends waiting (R17).
-func (p *Pass) Enter(ctx context.Context, costs Costs, within time.Duration, retry bool) (Verdict, time.Duration) {
+// hold, Down). Its order places it among the key's sends waiting (R27): a
+// retry before its priority's first tries (R17), a higher priority before
+// a lower one, and, in the process, a call that must end sooner first.
+func (p *Pass) Enter(ctx context.Context, costs Costs, within time.Duration, o Order) (Verdict, time.Duration) {
 	e, k := p.eng, p.key
-	p.slotted = e.Now()
+	p.slotted, p.order = e.Now(), o
 	k.mu.Lock()
 	saw, w := k.seeBefore(p.slotted, &costs, within, e.circuit != nil, e.store != nil)
 	k.mu.Unlock()
@@ -56,7 +62,7 @@ func (p *Pass) Enter(ctx context.Context, costs Costs, within time.Duration, ret
 	case seenOwnProbe:
 		p.probe |= probesOwn
 	}
-	w, tk, res := e.take(ctx, k, p.slotted, costs, within, retry, 0)
+	w, tk, res := e.take(ctx, k, p.slotted, costs, within, o)
 	if res.Probe {
 		p.probe |= probesFleet
 	}
@@ -71,7 +77,14 @@ func (p *Pass) Enter(ctx context.Context, costs Costs, within time.Duration, ret
 	case !res.Took:
 		return Held, w
 	}
-	p.tk, p.paced = tk, true
+	p.tk, p.paced, p.atSlot = tk, true, w == 0
+	if w > 0 {
+		k.mu.Lock()
+		if k.queue(p, p.slotted) {
+			w, _ = k.leftToWait(p.slotted, &p.w.tk) // it traded for a sooner slot
+		}
+		k.mu.Unlock()
+	}
 	return Go, w
 }
 
@@ -80,19 +93,27 @@ func (p *Pass) Enter(ctx context.Context, costs Costs, within time.Duration, ret
 func (p *Pass) HeldByProvider() bool { return p.paced && p.key.heldByProvider(p.slotted, &p.tk) }
 
 // Woken is closed when the send's wait may be shorter (its key's rate
-// grew) or when its key's circuit opened: it asks Next again.
+// grew) or when its key's circuit opened: it asks Next again. A send whose
+// call has an end is woken too when it is moved back (R27), so that one
+// that no longer fits ends at once.
 func (p *Pass) Woken() <-chan struct{} {
-	if p.key == nil {
+	k := p.key
+	if k == nil {
 		return nil
 	}
-	return p.key.woken()
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	if p.w != nil && !p.w.mustEnd.IsZero() {
+		return k.wokenPushed()
+	}
+	return k.wokenAll()
 }
 
 // Next is what is left of the send's wait now: the rest of a hold armed
-// since its slot, its slot moved on by the holds and retries let in before
-// it, scaled to a rate changed since; fromHold when a hold is in it. down:
-// the key's circuit opened meanwhile, and the send must not go (R25). At 0
-// the send goes.
+// since its slot, its slot moved on by the holds and the sends let in
+// before it, scaled to a rate changed since; fromHold when a hold is in
+// it. down: the key's circuit opened meanwhile, and the send must not go
+// (R25). At 0 the send goes.
 func (p *Pass) Next() (w time.Duration, fromHold, down bool) {
 	if !p.paced {
 		return 0, false, false
@@ -101,17 +122,46 @@ func (p *Pass) Next() (w time.Duration, fromHold, down bool) {
 	if p.probe == 0 && p.key.refusesNow(now) {
 		return 0, false, true
 	}
-	w, fromHold = p.key.leftToWait(now, &p.tk)
+	k := p.key
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	switch {
+	case p.atSlot:
+		// Its slot was now: the sends let in since went after it (a jump
+		// takes the first slot after now); only a hold armed since holds
+		// it.
+		w = k.holdLeft(now, &p.tk.costs)
+		fromHold = w > 0
+	case p.w == nil:
+		w, fromHold = k.leftToWait(now, &p.tk)
+	default:
+		if w, fromHold = k.leftToWait(now, &p.w.tk); w == 0 {
+			p.leaveQueue()
+		}
+	}
 	if w == 0 {
 		p.sent = now
 	}
 	return w, fromHold, false
 }
 
+// leaveQueue takes the send out of its key's waiters, its ticket back.
+// k.mu is held.
+func (p *Pass) leaveQueue() {
+	if p.w != nil {
+		p.tk = p.w.tk
+		p.key.unqueue(p.w)
+		p.w = nil
+	}
+}
+
 // GiveBack gives the send's slot back: it did not go (its caller's context
 // ended, a wait did not fit, or the circuit opened).
 func (p *Pass) GiveBack(ctx context.Context) {
 	if p.paced {
+		p.key.mu.Lock()
+		p.leaveQueue()
+		p.key.mu.Unlock()
 		p.eng.giveBack(ctx, p.key, p.tk)
 		p.paced = false
 	}
@@ -192,6 +242,12 @@ func (p *Pass) HoldLeft(costs Costs) time.Duration {
 	now := p.eng.Now()
 	k.mu.Lock()
 	defer k.mu.Unlock()
+	return k.holdLeft(now, &costs)
+}
+
+// holdLeft is what remains at now of the hold of the lanes a send of costs
+// counts against. k.mu is held.
+func (k *KeyState) holdLeft(now time.Time, costs *Costs) time.Duration {
 	var left time.Duration
 	for l := range numLanes {
 		if costs[l] > 0 {

@@ -2,6 +2,7 @@ package cooldown
 
 import (
 	"context"
+	"sync"
 	"testing"
 	"time"
 
@@ -15,20 +16,39 @@ import (
 // no Store, its clock a test's.
 
 // testEngine is an engine on a clock the test moves, with a circuit of 3.
-func testEngine(t *testing.T, store store.Store) (*Engine, *time.Time) {
+func testEngine(t *testing.T, store store.Store) (*Engine, *testClock) {
 	t.Helper()
-	now := epoch
+	clk := &testClock{now: epoch}
 	e := New(Config{Store: store, Circuit: &Circuit{Failures: 3, Open: time.Second}})
-	e.Bind(func() time.Time { return now }, zap.NewNop())
+	e.Bind(clk.Now, zap.NewNop())
 	t.Cleanup(e.Close)
-	return e, &now
+	return e, clk
+}
+
+// testClock is a clock a test moves; the engine's sweep reads it from a
+// goroutine of its own.
+type testClock struct {
+	mu  sync.Mutex
+	now time.Time
+}
+
+func (c *testClock) Now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.now
+}
+
+func (c *testClock) Add(d time.Duration) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.now = c.now.Add(d)
 }
 
 // TestPassHeld: an ask on a failed try holds the next send for all of it:
 // Enter says Held with what is left when it does not fit, and Go with the
 // wait when it does; Next says what is left after part of it.
 func TestPassHeld(t *testing.T) {
-	e, now := testEngine(t, nil)
+	e, clk := testEngine(t, nil)
 	ctx := context.Background()
 	p := e.Pass(nil)
 	p.Hear(ctx, &Answer{Limited: true, Ask: 20 * time.Second, HasAsk: true, AskRes: time.Millisecond},
@@ -36,19 +56,19 @@ func TestPassHeld(t *testing.T) {
 	require.True(t, p.Watched(), "the 429 armed the key")
 
 	q := e.Pass(e.Find("k"))
-	v, w := q.Enter(ctx, Costs{1}, 10*time.Second, false)
+	v, w := q.Enter(ctx, Costs{1}, 10*time.Second, Order{})
 	assert.Equal(t, Held, v, "20 s does not fit 10")
 	assert.Equal(t, 20*time.Second, w)
 
-	v, w = q.Enter(ctx, Costs{1}, time.Minute, false)
+	v, w = q.Enter(ctx, Costs{1}, time.Minute, Order{})
 	require.Equal(t, Go, v)
 	assert.Equal(t, 20*time.Second, w, "a wait that fits: the rest of the hold")
-	*now = now.Add(15 * time.Second)
+	clk.Add(15 * time.Second)
 	w, fromHold, down := q.Next()
 	assert.Equal(t, 5*time.Second, w)
 	assert.True(t, fromHold)
 	assert.False(t, down)
-	*now = now.Add(5 * time.Second)
+	clk.Add(5 * time.Second)
 	w, _, _ = q.Next()
 	assert.Zero(t, w, "its slot: it goes")
 }
@@ -57,7 +77,7 @@ func TestPassHeld(t *testing.T) {
 // Down; after Open, the next Pass is the probe, its End lets the next
 // probe, and its sign of life closes the circuit.
 func TestPassCircuit(t *testing.T) {
-	e, now := testEngine(t, nil)
+	e, clk := testEngine(t, nil)
 	ctx := context.Background()
 	fail := &Answer{Circuit: Failure}
 	for range 3 {
@@ -66,28 +86,28 @@ func TestPassCircuit(t *testing.T) {
 	}
 	require.True(t, e.Down("k"))
 	p := e.Pass(e.Find("k"))
-	v, _ := p.Enter(ctx, Costs{1}, time.Minute, false)
+	v, _ := p.Enter(ctx, Costs{1}, time.Minute, Order{})
 	assert.Equal(t, Down, v)
 	assert.True(t, p.Refuses())
 
-	*now = now.Add(time.Second)
+	clk.Add(time.Second)
 	probe := e.Pass(e.Find("k"))
-	v, _ = probe.Enter(ctx, Costs{1}, time.Minute, false)
+	v, _ = probe.Enter(ctx, Costs{1}, time.Minute, Order{})
 	require.Equal(t, Go, v)
 	require.True(t, probe.Probing())
 	other := e.Pass(e.Find("k"))
-	v, _ = other.Enter(ctx, Costs{1}, time.Minute, false)
+	v, _ = other.Enter(ctx, Costs{1}, time.Minute, Order{})
 	assert.Equal(t, Down, v, "while the probe is out")
 	probe.End(ctx)
 	assert.False(t, e.Down("k"), "its end lets the next try probe")
 
 	probe = e.Pass(e.Find("k"))
-	v, _ = probe.Enter(ctx, Costs{1}, time.Minute, false)
+	v, _ = probe.Enter(ctx, Costs{1}, time.Minute, Order{})
 	require.Equal(t, Go, v)
 	probe.Hear(ctx, &Answer{Circuit: SignOfLife, OK: true}, true, nil, nil)
 	assert.False(t, e.Down("k"))
 	after := e.Pass(e.Find("k"))
-	v, _ = after.Enter(ctx, Costs{1}, time.Minute, false)
+	v, _ = after.Enter(ctx, Costs{1}, time.Minute, Order{})
 	assert.Equal(t, Go, v, "closed")
 }
 
@@ -101,7 +121,7 @@ func TestPassFree(t *testing.T) {
 	p.Hear(ctx, &Answer{Circuit: Failure}, false, nil, func() string { return "k" }) // a row: watched, nothing held
 	before := counted.n
 	q := e.Pass(e.Find("k"))
-	v, w := q.Enter(ctx, Costs{1}, time.Minute, false)
+	v, w := q.Enter(ctx, Costs{1}, time.Minute, Order{})
 	assert.Equal(t, Go, v)
 	assert.Zero(t, w)
 	assert.Equal(t, before, counted.n, "no op")

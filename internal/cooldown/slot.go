@@ -13,29 +13,15 @@ import (
 // wait as the schedule moves (holds, retries let in before it, a rate
 // scaled), and the state of its key it reads them from.
 
-// A ticket is a send's slot, as the Store gave it (on the Store's clock):
-// per lane, the schedule's end after it (mark, for a correction or for
-// giving it back), the lane's shifts then (see more), the charge, and the
-// rate generation it was slotted at.
+// A ticket is a send's slot, as the Store gave it (on the Store's clock),
+// and what the send costs: the slot's part (its place) moves to another
+// send of the process when they trade (order.go); the costs stay.
 type ticket struct {
-	costs    Costs    // the send's units per lane
-	charged  laneMask // the lanes that charged it (paced)
-	mark     [numLanes]time.Time
-	shiftAt  [numLanes]time.Duration
-	pushedAt [numLanes]time.Duration
-	movedAt  [numLanes]time.Duration
-	// due is when the lane covers the send, on the engine's clock, with
-	// the lane's schedule scaled to perAt (store.Lane.Scaled): a rate
-	// changed since scales what is left of it.
-	due    [numLanes]time.Time
-	perAt  [numLanes]float64
-	charge [numLanes]float64
-	gen    [numLanes]uint32
-	retry  bool // a retry's: the retries let in after it go after it
-	level  int  // its level in the lanes' order (store.Op.Level): the sends of higher ones push it
-	// fixed: the lanes on which the send is the first of a lower priority
-	// that a tenth jump let go (R27's floor): no push moves it any more.
-	fixed laneMask
+	place
+	costs   Costs    // the send's units per lane
+	charged laneMask // the lanes that charged it (paced)
+	charge  [numLanes]float64
+	gen     [numLanes]uint32
 	// here: the slot was given by the process's own state, its Store
 	// failing: its marks are on the process's clock, not the Store's (a
 	// correction sent with one moved the fleet's schedule by the clocks'
@@ -46,14 +32,49 @@ type ticket struct {
 	queued laneMask
 }
 
+// A place is a slot in a key's schedule: per lane, the schedule's end
+// after it (mark, for a correction or for giving it back), the lane's
+// shifts and pushes then (see more), and when it is due, on the engine's
+// clock, with the lane's schedule scaled to perAt (store.Lane.Scaled): a
+// rate changed since scales what is left of it.
+type place struct {
+	mark     [numLanes]time.Time
+	shiftAt  [numLanes]time.Duration
+	pushedAt [numLanes]time.Duration
+	movedAt  [numLanes]time.Duration
+	due      [numLanes]time.Time
+	perAt    [numLanes]float64
+	level    int // in the lanes' order (store.Op.Level): the sends of higher ones push it
+	// fixed: the lanes on which the slot is the first of a lower priority
+	// that a tenth jump let go (R27's floor): no push moves it any more.
+	fixed laneMask
+}
+
+// goes is when the place's send goes: its latest due.
+func (p *place) goes() time.Time {
+	var t time.Time
+	for _, d := range p.due {
+		t = later(t, d)
+	}
+	return t
+}
+
 // take gives a send of k's key its slot at now (OpTake), with the ops
 // deferred to it, if the wait for it is shorter than within. A Result that
 // has not Took took nothing: the wait does not fit, a refusing hold is in
 // the way (w is then what is left of it), or the key's circuit refuses it
 // (Unavailable). Probe: the send is the circuit's probe.
-func (e *Engine) take(ctx context.Context, k *KeyState, now time.Time, costs Costs, within time.Duration, retry bool, priority int8) (w time.Duration, tk ticket, res store.Result) {
+func (e *Engine) take(ctx context.Context, k *KeyState, now time.Time, costs Costs, within time.Duration, o Order) (w time.Duration, tk ticket, res store.Result) {
 	// now is the engine's clock at the take: a slot's due time is on it.
-	op := store.Op{Kind: store.OpTake, Costs: costs[:], Within: within, Priority: priority, Retry: retry, Circuit: e.circuit != nil}
+	if e.store == nil {
+		return e.takeHere(k, now, costs, within, o)
+	}
+	return e.takeShared(ctx, k, now, costs, within, o)
+}
+
+// takeShared is take with a Store: the ops deferred to it go with it.
+func (e *Engine) takeShared(ctx context.Context, k *KeyState, now time.Time, costs Costs, within time.Duration, o Order) (w time.Duration, tk ticket, res store.Result) {
+	op := store.Op{Kind: store.OpTake, Costs: costs[:], Within: within, Priority: o.Priority, Retry: o.Retry, Circuit: e.circuit != nil}
 	k.mu.Lock()
 	ops := append(k.takeDeferred(now), op)
 	k.mu.Unlock()
@@ -66,11 +87,31 @@ func (e *Engine) take(ctx context.Context, k *KeyState, now time.Time, costs Cos
 	return res.Wait, tk, res
 }
 
+// takeHere is take on the process's own state (no Store): no round trip,
+// no deferred ops (they wait only for a Store's next take), and no
+// allocation (R16: a key whose limit was stated takes a slot for each
+// send, R27). The slot is taken at the engine's clock's now, as apply's.
+func (e *Engine) takeHere(k *KeyState, now time.Time, costs Costs, within time.Duration, o Order) (w time.Duration, tk ticket, res store.Result) {
+	op := store.Op{Kind: store.OpTake, Costs: costs[:], Within: within, Priority: o.Priority, Retry: o.Retry, Circuit: e.circuit != nil}
+	at := e.Now()
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	ops := [1]store.Op{op}
+	k.applyHere(at, ops[:])
+	e.logCircuit(k, at)
+	res = k.state.Result
+	if res.Took {
+		tk = ticketOf(&k.state, now, costs, op.Level(), true)
+	}
+	return res.Wait, tk, res
+}
+
 // ticketOf is the ticket of a send slotted at now (on the engine's clock)
 // by a take whose reply is st (on the clock of whoever gave it).
 func ticketOf(st *store.State, now time.Time, costs Costs, level int, here bool) ticket {
 	retry := level%2 == 1
-	tk := ticket{costs: costs, retry: retry, here: here, level: level}
+	tk := ticket{costs: costs, here: here}
+	tk.level = level
 	for l := range numLanes {
 		s := st.Lane(l)
 		if costs[l] <= 0 || s.Per <= 0 {
@@ -78,7 +119,8 @@ func ticketOf(st *store.State, now time.Time, costs Costs, level int, here bool)
 		}
 		tk.charged |= 1 << l
 		tk.mark[l], tk.shiftAt[l], tk.pushedAt[l], tk.movedAt[l] = s.Next, s.Shift, s.Pushed(level), s.Moved
-		if here || s.Tail(level).Before(s.Next) {
+		jumped := s.Tail(level).Before(s.Next)
+		if here || jumped {
 			// A send that went before sends waiting (a retry, a higher
 			// priority) leaves a schedule's end after it that counts sends
 			// the provider has not seen when it answers: its count may
@@ -88,7 +130,7 @@ func ticketOf(st *store.State, now time.Time, costs Costs, level int, here bool)
 		}
 		tk.charge[l], tk.gen[l] = s.Charge(costs[l]), pace.DecodeRates(s.Rates).Generation
 		due := st.Wait
-		if !retry {
+		if !retry && !jumped { // the send took the schedule's end: when the bucket covers it
 			ready := addNs(s.Next, math.Min(tk.charge[l], s.Burst)-s.Burst-tk.charge[l])
 			due = min(max(ready.Sub(st.Now), 0), st.Wait)
 		}
@@ -127,12 +169,10 @@ func (k *KeyState) heldByProvider(now time.Time, tk *ticket) bool {
 
 // leftToWait is what a send holding tk must still wait at now: the rest of
 // a hold armed since it took its slot, and of its slot on each lane, moved
-// on by the holds and the retries let in before it since, and scaled to
-// the lane's rate if it changed since; fromHold when a hold is in it. tk
-// is brought up to date.
+// on by the holds and the sends let in before it since, and scaled to the
+// lane's rate if it changed since; fromHold when a hold is in it. tk is
+// brought up to date. k.mu is held.
 func (k *KeyState) leftToWait(now time.Time, tk *ticket) (w time.Duration, fromHold bool) {
-	k.mu.Lock()
-	defer k.mu.Unlock()
 	for l := range numLanes {
 		if tk.costs[l] <= 0 {
 			continue
@@ -144,14 +184,23 @@ func (k *KeyState) leftToWait(now time.Time, tk *ticket) (w time.Duration, fromH
 		if !tk.charged.Has(l) {
 			continue
 		}
-		moved := s.Shift - tk.shiftAt[l]
-		fromHold = fromHold || moved > 0
-		moved += tk.pushes(l, &s, k.scaledDue(l, now, tk).Add(moved))
-		due := k.scaledDue(l, now, tk).Add(moved)
-		tk.due[l], tk.perAt[l], tk.shiftAt[l] = due, s.Scaled, s.Shift
+		due, shifted := k.refreshDue(l, now, tk, &s)
+		fromHold = fromHold || shifted
 		w = max(w, due.Sub(now))
 	}
 	return w, fromHold
+}
+
+// refreshDue brings tk's due on lane l (whose state is s) up to date at
+// now: moved on by the holds (shifted) and the sends let in before it
+// since, scaled to the lane's rate. k.mu is held.
+func (k *KeyState) refreshDue(l laneID, now time.Time, tk *ticket, s *store.Lane) (due time.Time, shifted bool) {
+	moved := s.Shift - tk.shiftAt[l]
+	shifted = moved > 0
+	moved += tk.pushes(l, s, k.scaledDue(l, now, tk).Add(moved))
+	due = k.scaledDue(l, now, tk).Add(moved)
+	tk.due[l], tk.perAt[l], tk.shiftAt[l] = due, s.Scaled, s.Shift
+	return due, shifted
 }
 
 // pushes is how far the sends of higher levels let in before tk's since it
@@ -210,13 +259,11 @@ func (k *KeyState) noteScaled(r *store.Record, now time.Time) {
 	}
 }
 
-// woken is what wakes the sends of k's key waiting for their slots: closed
-// when a lane's rate grows enough that the schedule was scaled to it (so
-// that they go sooner), or when the key's circuit opens (so that they are
-// refused).
-func (k *KeyState) woken() <-chan struct{} {
-	k.mu.Lock()
-	defer k.mu.Unlock()
+// wokenAll is what wakes the sends of k's key waiting for their slots:
+// closed when a lane's rate grows enough that the schedule was scaled to
+// it (so that they go sooner), or when the key's circuit opens (so that
+// they are refused). k.mu is held.
+func (k *KeyState) wokenAll() <-chan struct{} {
 	if k.wake == nil {
 		k.wake = make(chan struct{})
 	}
@@ -237,7 +284,9 @@ func (k *KeyState) update(st store.State) {
 			faster = true
 		}
 	}
+	was := pushesOf(&k.state.Record)
 	k.state = st
+	k.notePushes(&was)
 	if faster {
 		k.wakeAll()
 	}
@@ -249,4 +298,5 @@ func (k *KeyState) wakeAll() {
 		close(k.wake)
 		k.wake = nil
 	}
+	k.wakePushed()
 }

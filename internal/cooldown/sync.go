@@ -122,8 +122,10 @@ func (k *KeyState) applyHere(now time.Time, ops []store.Op) {
 	for l := range numLanes {
 		scaled[l] = k.state.Lane(l).Scaled
 	}
+	was := pushesOf(&k.state.Record)
 	k.state.Result = store.Apply(&k.state.Record, now, ops)
 	k.state.Now = now
+	k.notePushes(&was)
 	faster := false
 	for l := range numLanes {
 		s := k.state.Lane(l).Scaled

@@ -159,9 +159,11 @@ type News struct {
 	Generation uint32
 	PacedPer   float64
 	// Spacing: the lane is paced one send after the other, whatever the
-	// provider's limit: the request lane, whose sends all cost one
-	// (letting its bucket's burst of 10 go at once cost 429s: 1.10
-	// requests a success against 1.03 spaced, in the goodput run).
+	// provider's limit: the request lane, whose sends all cost one, once
+	// the provider has limited it (letting its bucket's burst of 10 go at
+	// once cost 429s: 1.10 requests a success against 1.03 spaced, in the
+	// goodput run). A request lane whose limit is only stated keeps its
+	// bucket (R27).
 	Spacing bool
 	Queued  bool      // the send waited on the lane behind another at least
 	Sent    time.Time // when the send went (the answer's instant when unknown)
@@ -245,7 +247,10 @@ func (e *Effect) hearCounts(n News) {
 	if !c.OK {
 		return
 	}
-	if c.Limit > 0 && !n.Spacing {
+	switch {
+	case n.Spacing:
+		e.Rates.Limit = 0 // one send after the other: no bucket
+	case c.Limit > 0:
 		e.Rates.Limit = float64(c.Limit)
 	}
 	if c.Limit <= c.Remaining || c.Window <= 0 {

@@ -44,6 +44,27 @@ func LaneCounts(h http.Header, now time.Time) (out [NumLanes]Counts) {
 	return out
 }
 
+// StatesLimits reports whether h states the provider's request limit in
+// one of the dialects LaneCounts reads (a provider that states one states
+// its others with it): a success that says so is worth reading (R27: a
+// fan-out on a key whose limit was stated is paced from its first try).
+// Three lookups of h, no allocation: it runs on every success of a key a
+// Cooldown does not watch.
+func StatesLimits(h http.Header) bool {
+	return len(h["X-Ratelimit-Limit-Requests"]) > 0 || len(h["Anthropic-Ratelimit-Requests-Limit"]) > 0 ||
+		len(h["Ratelimit-Limit"]) > 0
+}
+
+// first is h.Get(name) for a name already canonical, as every name here
+// is: h.Get canonicalizes its argument on every call, which was two thirds
+// of reading a success's counts.
+func first(h http.Header, name string) string {
+	if v := h[name]; len(v) > 0 {
+		return v[0]
+	}
+	return ""
+}
+
 // RequestCounts is the request lane's count (LaneCounts).
 func RequestCounts(h http.Header, now time.Time) Counts {
 	return LaneCounts(h, now)[store.Requests]
@@ -95,7 +116,7 @@ type countSet struct {
 }
 
 func (s countSet) read(h http.Header, now time.Time) (Counts, bool) {
-	lv, rv, wv := trimSpaceTab(h.Get(s.limit)), trimSpaceTab(h.Get(s.remaining)), trimSpaceTab(h.Get(s.reset))
+	lv, rv, wv := trimSpaceTab(first(h, s.limit)), trimSpaceTab(first(h, s.remaining)), trimSpaceTab(first(h, s.reset))
 	if lv == "" || rv == "" || wv == "" || !allDigits(lv) || !allDigits(rv) {
 		return Counts{}, false
 	}

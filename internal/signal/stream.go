@@ -110,6 +110,7 @@ const (
 // StreamKind is what a Stream has decided of a body.
 type StreamKind uint8
 
+// The StreamKinds.
 const (
 	StreamMore   StreamKind = iota // nothing yet: read more
 	StreamToken                    // a token has started: hand the stream over

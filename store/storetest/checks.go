@@ -137,7 +137,7 @@ func clockOrder(states []store.State) error {
 	slices.SortFunc(states, func(a, b store.State) int { return cmpUint(a.Seq, b.Seq) })
 	for i := 1; i < len(states); i++ {
 		if states[i].Now.Before(states[i-1].Now) {
-			return fmt.Errorf("Seq %d was applied at %v, after Seq %d at %v: the Store read its clock before it locked the key",
+			return fmt.Errorf("the Store applied Seq %d at %v, after Seq %d at %v: it read its clock before it locked the key",
 				states[i].Seq, states[i].Now.Format(time.RFC3339Nano), states[i-1].Seq, states[i-1].Now.Format(time.RFC3339Nano))
 		}
 	}
@@ -180,15 +180,15 @@ func listenCheck(a, b store.Store, key string) error {
 		return err
 	}
 	if !loud.Publish || quiet.Publish {
-		return fmt.Errorf("Publish: a take %v, a hold %v: want false, true", quiet.Publish, loud.Publish)
+		return fmt.Errorf("a take published %v, a hold %v: want false, true", quiet.Publish, loud.Publish)
 	}
 	select {
 	case st := <-heard:
 		if st.Seq == quiet.Seq {
-			return fmt.Errorf("Listen heard a State that was not published (Seq %d)", st.Seq)
+			return fmt.Errorf("the listener heard a State that was not published (Seq %d)", st.Seq)
 		}
 		if st.Seq != loud.Seq || !st.Lane(store.Tokens).Until.Equal(loud.Lane(store.Tokens).Until) {
-			return fmt.Errorf("Listen heard %+v, want the held State (Seq %d)", st.Record, loud.Seq)
+			return fmt.Errorf("the listener heard %+v, want the held State (Seq %d)", st.Record, loud.Seq)
 		}
 	case <-time.After(time.Second):
 		// Which is it: a Listen that returned before it listened (a State
@@ -199,7 +199,7 @@ func listenCheck(a, b store.Store, key string) error {
 		}
 		select {
 		case <-heard:
-			return fmt.Errorf("Listen returned before it was listening: the State published as it returned (Seq %d) never came, "+
+			return fmt.Errorf("the Store's Listen returned before it was listening: the State published as it returned (Seq %d) never came, "+
 				"the one published a second later (Seq %d) did", loud.Seq, again.Seq)
 		case <-time.After(time.Second):
 			return errors.New("a published State did not come to Listen within a second: none comes at all")
@@ -212,7 +212,7 @@ func listenCheck(a, b store.Store, key string) error {
 	time.Sleep(50 * time.Millisecond)
 	for len(heard) > 0 {
 		if st := <-heard; st.Seq > loud.Seq {
-			return fmt.Errorf("Listen heard Seq %d after stop", st.Seq)
+			return fmt.Errorf("the listener heard Seq %d after stop", st.Seq)
 		}
 	}
 	return nil
