@@ -2,6 +2,7 @@ package store
 
 import (
 	"math"
+	"sort"
 	"testing"
 	"time"
 
@@ -352,4 +353,68 @@ func TestPublishNews(t *testing.T) {
 	assert.False(t, rates(&r, float64(50*ms)), "a change of rates")
 	assert.False(t, rates(&r, 0), "no rate")
 	assert.True(t, rates(&r, float64(ms)), "paced again")
+}
+
+// TestTakeLevelsExhaustive: every sequence of six takes, each of any of
+// the six levels, on a lane that binds (one send per 100 ms, all asked at
+// once), as a process reads each send's slot (its wait at the take, moved
+// on by the pushes of its level since): the slots are the schedule's
+// grid, one per send, none shared and none skipped (the provider sees the
+// rate), and the order is the levels', highest first, then the order they
+// came; but for the first, which took the slot due now and goes whatever
+// is let in after it (as a Cooldown's send does). (The floor needs
+// ten jumps: TestTakeLevels has it.)
+func TestTakeLevelsExhaustive(t *testing.T) {
+	const n = 6
+	seq := make([]int, n)
+	var walk func(i int)
+	walk = func(i int) {
+		if i == n {
+			checkLevels(t, seq)
+			return
+		}
+		for l := range NumLevels {
+			seq[i] = l
+			walk(i + 1)
+		}
+	}
+	walk(0)
+}
+
+func checkLevels(t *testing.T, levels []int) {
+	t.Helper()
+	r := Record{Lanes: []Lane{lane100()}}
+	type sent struct {
+		level, arrival int
+		wait           time.Duration
+		pushedAt       time.Duration
+	}
+	sends := make([]sent, len(levels))
+	for i, l := range levels {
+		op := Op{Kind: OpTake, Costs: []float64{1}, Within: time.Hour, Priority: int8(l/2 - 1), Retry: l%2 == 1}
+		res := Apply(&r, epoch, []Op{op})
+		if !res.Took {
+			t.Fatalf("%v: send %d took nothing", levels, i)
+		}
+		sends[i] = sent{level: l, arrival: i, wait: res.Wait, pushedAt: r.Lanes[0].Pushed(l)}
+	}
+	slots := make([]time.Duration, len(sends))
+	for i, s := range sends {
+		slots[i] = s.wait
+		if s.wait > 0 { // a slot due now is its send's: the pushes since are of sends after it
+			slots[i] += r.Lanes[0].Pushed(s.level) - s.pushedAt
+		}
+	}
+	want := make([]int, 0, len(sends))
+	for i := 1; i < len(sends); i++ {
+		want = append(want, i)
+	}
+	sort.SliceStable(want, func(a, b int) bool { return sends[want[a]].level > sends[want[b]].level })
+	want = append([]int{0}, want...)
+	for k, i := range want {
+		if slots[i] != time.Duration(k)*100*ms {
+			t.Fatalf("levels %v: send %d (level %d) at %v, want the %d-th slot, %v (slots %v)",
+				levels, i, sends[i].level, slots[i], k, time.Duration(k)*100*ms, slots)
+		}
+	}
 }
