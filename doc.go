@@ -65,7 +65,7 @@
 //
 // # Rules
 //
-// What the transport does is set down as rules R1 to R25 in [RULES.md], at
+// What the transport does is set down as rules R1 to R26 in [RULES.md], at
 // the root of the repository; the documentation of each name cites them by
 // number, as in "(R4)".
 //
