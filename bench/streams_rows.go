@@ -69,7 +69,8 @@ func (c StreamsConfig) retryhttpOptions() []retryhttp.Option {
 }
 
 // healthyTargets: with no fault, every call completes, one request each,
-// its first token no later than the bare transport's, give or take 1 ms.
+// its first token no later than the bare transport's, give or take 1 ms
+// (the medians).
 func healthyTargets(c StreamsConfig) StreamsTargets {
 	if c.Fault == NoFault {
 		return StreamsTargets{Share: 1, PerCompleted: 1, OverBare: time.Millisecond}
