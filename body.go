@@ -122,6 +122,8 @@ func tryCancel(body io.ReadCloser) context.CancelCauseFunc {
 		return b.cancel
 	case *cancelReadWriteCloser:
 		return b.cancel
+	case *streamBody: // read ahead to its first token (R26)
+		return tryCancel(b.body)
 	}
 	return nil
 }
@@ -131,6 +133,9 @@ func tryCancel(body io.ReadCloser) context.CancelCauseFunc {
 // Read: each guards what the two share. Pinned by TestNetHTTPBodies against
 // the net/http in use.
 func netHTTPBody(body io.ReadCloser) bool {
+	if b, ok := body.(*streamBody); ok { // read ahead to its first token (R26): its Close is the body's
+		body = b.body
+	}
 	t := reflect.TypeOf(body)
 	if t == nil {
 		return false

@@ -71,6 +71,11 @@ type tryState struct {
 	d        decision      // what the transport does next
 	body     io.ReadCloser // the next try's body (R10)
 	safeErr  error         // err with no secret of req in its text (R14)
+	// R26, with WithStreamRetry: when the try was sent, when its stream's
+	// first token came after that, and the error event its stream began with.
+	started    time.Time
+	firstToken time.Duration
+	stream     signal.StreamVerdict
 }
 
 // run is the retry loop. It reads as the rules do: wait for the Cooldown,
@@ -106,26 +111,32 @@ func (c *call) run() (*http.Response, error) {
 func (c *call) try() (*http.Response, error) {
 	c.p.tries = c.cur.try
 	if c.cur.try == 1 && c.hasFirst {
+		c.cur.started = c.first.sent
 		return checkResult(c.first.resp, c.first.err)
 	}
-	if c.cfg.observe == nil {
-		return c.t.send(c.send, c.cur.try > 1) // Elapsed is the Observer's alone (R15): no clock read without one
+	if c.cfg.observe == nil && !c.cfg.streamRetry {
+		return c.t.send(c.send, c.cur.try > 1) // Elapsed is the Observer's, the send R26's: no clock read without them
 	}
-	start := c.cfg.clock.Now()
+	c.cur.started = c.cfg.clock.Now()
 	resp, err := c.t.send(c.send, c.cur.try > 1)
-	c.cur.elapsed = c.cfg.clock.Since(start)
+	c.cur.elapsed = c.cfg.clock.Since(c.cur.started)
 	return resp, err
 }
 
 // hear makes out what the try says. It is classified with the caller's
 // request (R2): the Classifier sees what the caller sent, not our clone.
-// Then what the provider says is read (R5, R18, R19): its ask, and, for a
-// Cooldown, its rate-limit headers. A response that is not retried anyway is
-// not read: its body is the caller's. Every try counts against the Quota
+// With WithStreamRetry, a response to hand back that is an event stream is
+// read ahead to its first token, which may fail the try (R26). Then what
+// the provider says is read (R5, R18, R19): its ask, and, for a Cooldown,
+// its rate-limit headers. A response that is not retried anyway is not
+// read: its body is the caller's. Every try counts against the Quota
 // (R12).
 func (c *call) hear() {
 	r := &c.cur
 	r.class = c.cfg.classify(c.req, r.resp, r.err)
+	if r.class == Permanent && r.resp != nil && c.cfg.streamRetry {
+		c.readStream()
+	}
 	if r.resp != nil {
 		r.status = r.resp.StatusCode
 		c.p.status = r.status
@@ -137,31 +148,25 @@ func (c *call) hear() {
 		}
 	}
 	r.quotaOK = c.cfg.quota == nil || c.cfg.quota.record(r.class)
-	c.tellCooldown()
+	c.tellCooldownOfStream()
 }
 
 // readAsk reads how long the provider asks the client to wait: Retry-After
-// or retry-after-ms (R5), or the retryDelay of a JSON error body when no
-// header asks for more (R19): as long as the header's, the body's is the ask,
-// exact where a whole-second header may mean less (R17). The body is read
-// ahead, at most bodyTimeout, and takes the body's place: parsed here,
-// drained by a wait, or handed back whole with the response (R19). Two
-// bodies make the try Permanent, handed back as they are, even with a
-// Budget: one that says the quota is spent (not "busy, try again in a
-// minute"), and a 504 whose Google error says DEADLINE_EXCEEDED (the
-// request overran Google's own deadline: Google's word is to raise the
-// timeout, and sent again unchanged it spends another; a gateway's 504
-// says nothing of the kind and is still retried).
+// or retry-after-ms (R5), or the retryDelay of an error (errorHint) when no
+// header asks for more (R19): as long as the header's, the error's is the
+// ask, exact where a whole-second header may mean less (R17). Two errors
+// make the try Permanent, handed back as they are, even with a Budget: one
+// that says the quota is spent (not "busy, try again in a minute"), and a
+// 504 whose Google error says DEADLINE_EXCEEDED (the request overran
+// Google's own deadline: Google's word is to raise the timeout, and sent
+// again unchanged it spends another; a gateway's 504 says nothing of the
+// kind and is still retried).
 func (c *call) readAsk() {
 	r := &c.cur
 	r.ask, r.hasAsk = ParseRetryAfter(r.resp.Header, r.now)
-	if isJSON(r.resp.Header) && r.resp.ContentLength <= maxDrain {
-		ahead := startReadAhead(r.resp.Body, true, c.sentTry())
-		r.resp.Body = ahead
-		ahead.wait(c.ctx, bodyTimeout)
-		hint := signal.ErrorBody(errorBody(r.resp.Header, ahead.bytes()))
+	if hint, status, ok := c.errorHint(); ok {
 		r.limits, r.tooLarge = hint.Limits, hint.TooLarge
-		if hint.Exhausted || hint.DeadlineExceeded && r.status == http.StatusGatewayTimeout {
+		if hint.Exhausted || hint.DeadlineExceeded && status == http.StatusGatewayTimeout {
 			r.class = Permanent
 		} else if hint.RetryAfter > 0 && (!r.hasAsk || hint.RetryAfter >= r.ask) {
 			r.ask, r.hasAsk, r.inBody = hint.RetryAfter, true, true
@@ -170,6 +175,25 @@ func (c *call) readAsk() {
 	if r.hasAsk && r.class != Permanent {
 		c.p.retryAfter = r.ask
 	}
+}
+
+// errorHint reads the provider's error, and the status it came with: a
+// stream's error event (R26), or a JSON error body (R19). The body is
+// read ahead, at most bodyTimeout, and takes the body's place: parsed
+// here, drained by a wait, or handed back whole with the response. ok is
+// false when there is no error to read.
+func (c *call) errorHint() (hint signal.Hint, status int, ok bool) {
+	r := &c.cur
+	if r.stream.Kind == signal.StreamError {
+		return signal.ErrorBody(r.stream.Payload), r.stream.Status, true
+	}
+	if !isJSON(r.resp.Header) || r.resp.ContentLength > maxDrain {
+		return hint, 0, false
+	}
+	ahead := startReadAhead(r.resp.Body, true, c.sentTry())
+	r.resp.Body = ahead
+	ahead.wait(c.ctx, bodyTimeout)
+	return signal.ErrorBody(errorBody(r.resp.Header, ahead.bytes())), r.status, true
 }
 
 // decide applies the policy (R9: the first reason to stop wins) to the try.
@@ -229,7 +253,8 @@ func (c *call) report() {
 		Call: c.number, Try: r.try, MaxTries: maxTries(c.cfg.maxRetries),
 		Method: c.req.Method, URL: c.redacted,
 		Status: r.status, Err: r.safeErr, Class: r.class,
-		Elapsed: r.elapsed, Wait: r.d.wait, From: r.d.from, Outcome: r.d.outcome, Held: r.held, Priority: c.priority(),
+		Elapsed: r.elapsed, Wait: r.d.wait, From: r.d.from, Outcome: r.d.outcome, Held: r.held,
+		FirstToken: r.firstToken, StreamError: r.streamError(), Priority: c.priority(),
 	})
 }
 
@@ -271,7 +296,7 @@ func (c *call) stop() (*http.Response, error) {
 		}
 		return nil, c.p.fail(Done, r.safeErr)
 	}
-	logGiveUpAfter(c.cfg, c.req, c.logKey(), r.d.outcome, r.try, c.p.waited, r.status, askOf(r.hasAsk, r.inBody), r.safeErr)
+	logGiveUpAfter(c.cfg, c.req, c.logKey(), r.d.outcome, r.try, c.p.waited, r.status, r.streamError(), askOf(r.hasAsk, r.inBody), r.safeErr)
 	if r.d.rateLimited {
 		if r.resp != nil {
 			discard(c.ctx, r.resp, bodyTimeout, c.sentTry()) // no wait follows (R10)
@@ -294,7 +319,7 @@ func (c *call) stop() (*http.Response, error) {
 // ends first ends the call, and the Budget gets back what was not waited.
 func (c *call) wait() error {
 	r := &c.cur
-	logRetry(c.cfg.logger, c.req, c.logKey(), r.try, c.cfg.maxRetries, r.status, r.d.wait, r.d.from, askOf(r.hasAsk, r.inBody), r.safeErr)
+	logRetry(c.cfg.logger, c.req, c.logKey(), r.try, c.cfg.maxRetries, r.status, r.streamError(), r.d.wait, r.d.from, askOf(r.hasAsk, r.inBody), r.safeErr)
 	var unused time.Duration
 	ok := true
 	c.last, c.lastBody = nil, nil
@@ -322,7 +347,7 @@ func (c *call) wait() error {
 		}
 		c.p.waited += r.d.wait - unused
 		closeBody(r.body)
-		logGiveUpAfter(c.cfg, c.req, c.logKey(), Canceled, r.try, c.p.waited, r.status, askOf(r.hasAsk, r.inBody), c.ctx.Err())
+		logGiveUpAfter(c.cfg, c.req, c.logKey(), Canceled, r.try, c.p.waited, r.status, r.streamError(), askOf(r.hasAsk, r.inBody), c.ctx.Err())
 		return c.p.fail(Canceled, c.ctx.Err())
 	}
 	c.p.waited += r.d.wait

@@ -676,3 +676,62 @@ func BenchmarkMemoryLoopback(b *testing.B) {
 	runtime.ReadMemStats(&after)
 	b.ReportMetric(float64(int64(after.HeapAlloc)-int64(before.HeapAlloc)), "heap-growth-B")
 }
+
+// TestStreamRetryAllocs: with WithStreamRetry, a success that is not an
+// event stream costs a header check and allocates nothing (R16, R26); a
+// healthy stream's read ahead allocates its body (the bytes read ahead)
+// and, with a first token's bound, its timer on the clock.
+func TestStreamRetryAllocs(t *testing.T) {
+	const opening = "event: message_start\ndata: {\"type\":\"message_start\",\"message\":{}}\n\n" +
+		"event: content_block_delta\ndata: {\"type\":\"content_block_delta\",\"delta\":{\"type\":\"text_delta\",\"text\":\"Hi\"}}\n\n"
+	body := &replayBody{data: opening}
+	for _, tc := range []struct {
+		name       string
+		stream     bool
+		firstToken time.Duration
+		max        float64
+	}{
+		{"JSON", false, 2 * time.Second, 0},
+		{"a stream, no bound", true, 0, 1},
+		{"a stream, 2 s bound", true, 2 * time.Second, 3},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			resp := &http.Response{StatusCode: 200, Header: http.Header{"Content-Type": {"application/json"}}, Body: body}
+			if tc.stream {
+				resp.Header = http.Header{"Content-Type": {"text/event-stream; charset=utf-8"}}
+			}
+			base := roundTripperFunc(func(*http.Request) (*http.Response, error) {
+				body.off = 0
+				resp.Body = body
+				return resp, nil
+			})
+			tr := New(base, WithStreamRetry(tc.firstToken))
+			req := newRequest(t, context.Background(), http.MethodPost, "https://api.example.com/v1/messages", nil)
+			allocs := testing.AllocsPerRun(1000, func() {
+				if _, err := tr.RoundTrip(req); err != nil {
+					t.Fatal(err)
+				}
+			})
+			if allocs > tc.max {
+				t.Errorf("allocates %v times per call, want %v at most", allocs, tc.max)
+			}
+		})
+	}
+}
+
+// replayBody is a body a test can read again: rewound by setting off.
+type replayBody struct {
+	data string
+	off  int
+}
+
+func (b *replayBody) Read(p []byte) (int, error) {
+	if b.off == len(b.data) {
+		return 0, io.EOF
+	}
+	n := copy(p, b.data[b.off:])
+	b.off += n
+	return n, nil
+}
+
+func (b *replayBody) Close() error { return nil }

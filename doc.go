@@ -19,7 +19,17 @@
 // jitter, 30 s cap on the transport's own delay); no single wait of
 // [DefaultMaxWait] (5 minutes) or more; the [Classify] rules; no per-try
 // timeout; no Budget, Quota, Cooldown, idempotency key or Observer; a no-op
-// logger; the real clock.
+// logger; the real clock; event streams handed over unread.
+//
+// # Streams: retried until the first token
+//
+// A provider may fail a streamed answer after its 200 (an error event such
+// as Anthropic's overloaded_error) or stall before its first token. With
+// [WithStreamRetry], a 2xx event stream is read ahead to its first token
+// before RoundTrip returns: an error event first fails the try as its
+// status would, a stream with no token in time is cut and retried, and the
+// stream that brings its first token is handed over byte for byte, never
+// retried after that.
 //
 //	client := &http.Client{Transport: retryhttp.New(http.DefaultTransport, retryhttp.WithLogger(log))}
 //	ctx = retryhttp.WithBudget(ctx, retryhttp.NewBudget(retryhttp.PublicTierMaxWait)) // public tier

@@ -76,7 +76,14 @@ type Attempt struct {
 	From     WaitSource    // which side set Wait
 	Outcome  Outcome       // what the transport does next; never Canceled
 	Held     time.Duration // waited for a Cooldown just before this try; 0 when none
-	Priority Priority      // the call's (R27): who goes first while its key's sends wait
+	// FirstToken is the time from this try's send to its stream's first
+	// token (R26); 0 when none came, or without WithStreamRetry.
+	FirstToken time.Duration
+	// StreamError is the type of the error event that failed this try's
+	// stream before its first token ("overloaded_error", "UNAVAILABLE";
+	// never its message, R26); "" when none did.
+	StreamError string
+	Priority    Priority // the call's (R27): who goes first while its key's sends wait
 }
 
 // An Observer is told of every try, in order, synchronously, before any wait,
@@ -203,18 +210,39 @@ func errFields(err error) int {
 	return 1
 }
 
+// streamField appends the stream_error field of a try whose stream began
+// with an error event (R26): its type, never its message.
+func streamField(fields []zap.Field, streamErr string) []zap.Field {
+	if streamErr == "" {
+		return fields
+	}
+	return append(fields, zap.String("stream_error", streamErr))
+}
+
+// strFields is how many fields an entry gives s: 1 unless it is "".
+func strFields(s string) int {
+	if s == "" {
+		return 0
+	}
+	return 1
+}
+
 // logRetry writes the Warn entry that makes every retry visible (R14), with
-// ask_from when the try's server asked for a wait.
-func logRetry(l *zap.Logger, r *http.Request, key string, retry, maxRetries, status int, wait time.Duration, from WaitSource, ask askSource, err error) {
+// ask_from when the try's server asked for a wait and stream_error when
+// its stream began with an error event (R26).
+func logRetry(l *zap.Logger, r *http.Request, key string, retry, maxRetries, status int, streamErr string, wait time.Duration, from WaitSource, ask askSource, err error) {
 	ce := l.Check(zap.WarnLevel, msgRetrying)
 	if ce == nil {
 		return
 	}
-	fields := make([]zap.Field, 0, 8+ask.fields()+errFields(err)) // one allocation, no larger than needed
+	fields := make([]zap.Field, 0, 8+strFields(streamErr)+ask.fields()+errFields(err)) // one allocation, no larger than needed
 	fields = append(fields,
 		zap.Int("attempt", retry),
 		zap.Int("max", maxRetries),
 		zap.Int("status", status),
+	)
+	fields = streamField(fields, streamErr)
+	fields = append(fields,
 		zap.Int64("wait_ms", wait.Milliseconds()),
 		zap.String("wait_from", from.String()),
 	)
@@ -235,16 +263,17 @@ func logRetry(l *zap.Logger, r *http.Request, key string, retry, maxRetries, sta
 // logGiveUp writes the give-up entry of a call that stops before a try is
 // sent (a Cooldown's hold, cooldown_call.go): no server asked anything of it.
 func logGiveUp(cfg *config, r *http.Request, key string, reason Outcome, tries int, waited time.Duration, status int, err error) {
-	logGiveUpAfter(cfg, r, key, reason, tries, waited, status, askNone, err)
+	logGiveUpAfter(cfg, r, key, reason, tries, waited, status, "", askNone, err)
 }
 
 // logGiveUpAfter writes the one Warn entry of a call that stops after a
 // Transient or Throttled try (R14), with ask_from when that try's server
-// asked for a wait. Give-ups that repeat are sampled: at most one entry a
+// asked for a wait and stream_error when its stream began with an error
+// event (R26). Give-ups that repeat are sampled: at most one entry a
 // second per provider, with the count of those it stands for (a caller's
 // loop around calls that fail at once wrote 13,147 Warn lines in one
 // second).
-func logGiveUpAfter(cfg *config, r *http.Request, key string, reason Outcome, tries int, waited time.Duration, status int, ask askSource, err error) {
+func logGiveUpAfter(cfg *config, r *http.Request, key string, reason Outcome, tries int, waited time.Duration, status int, streamErr string, ask askSource, err error) {
 	ce := cfg.logger.Check(zap.WarnLevel, msgGivingUp)
 	if ce == nil {
 		return
@@ -253,13 +282,14 @@ func logGiveUpAfter(cfg *config, r *http.Request, key string, reason Outcome, tr
 	if !ok {
 		return
 	}
-	fields := make([]zap.Field, 0, 7+ask.fields()+errFields(err)) // one allocation, no larger than needed
+	fields := make([]zap.Field, 0, 7+strFields(streamErr)+ask.fields()+errFields(err)) // one allocation, no larger than needed
 	fields = append(fields,
 		zap.String("reason", reason.String()),
 		zap.Int("tries", tries),
 		zap.Int64("waited_ms", waited.Milliseconds()),
 		zap.Int("status", status),
 	)
+	fields = streamField(fields, streamErr)
 	fields = ask.appendTo(fields)
 	fields = append(fields, zap.String("url", safeURL(r.URL)))
 	fields = keyField(fields, key)

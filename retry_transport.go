@@ -37,6 +37,8 @@ type config struct {
 	maxWait        time.Duration // no single wait this long or longer (WithMaxWait)
 	logs           *logSampler   // the entries that repeat, sampled (R14)
 	customClassify bool          // WithClassifier gave one of the caller's own
+	streamRetry    bool          // WithStreamRetry: event streams are read ahead to their first token (R26)
+	firstToken     time.Duration // WithStreamRetry's bound on it; 0: the caller's context alone
 	// lean is set by New when a first try needs nothing but the base and a
 	// look at its status: no Observer, idempotency key or try timeout, and
 	// the default Classifier (R16).
@@ -219,23 +221,31 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	// The happy path (R16): the floor (call the base, look at the status)
 	// and a few branches. A success is Permanent under Classify; it is
 	// handed back as the base gave it (a Cooldown reads only the answers
-	// of a key it watches, and whether one states the provider's limit:
-	// that one it reads, R27).
+	// of a key it watches, and one that states the provider's limit:
+	// R27), but for an event stream that WithStreamRetry reads ahead
+	// (R26), whose send is timed.
+	var sent time.Time
+	if c.streamRetry {
+		sent = c.clock.Now()
+	}
 	resp, err := t.base.RoundTrip(req)
-	if err == nil && resp != nil && resp.StatusCode < 400 && resp.Body != nil &&
-		(c.cooldown == nil || !signal.StatesLimits(resp.Header)) {
+	if err == nil && resp != nil && resp.StatusCode < 400 && resp.Body != nil {
+		if c.streamRetry && isEventStream(resp) || c.cooldown != nil && signal.StatesLimits(resp.Header) {
+			return t.roundTrip(req, &tried{resp: resp, sent: sent}, key)
+		}
 		if q := c.quota; q != nil {
 			q.succeeded()
 		}
 		return resp, nil
 	}
-	return t.roundTrip(req, &tried{resp: resp, err: err}, key)
+	return t.roundTrip(req, &tried{resp: resp, err: err, sent: sent}, key)
 }
 
 // tried is a first try that RoundTrip made before handing the call over.
 type tried struct {
 	resp *http.Response
 	err  error
+	sent time.Time // when it was sent, with WithStreamRetry (R26)
 }
 
 // roundTrip is the slow path: it checks req, then runs the retry loop as a

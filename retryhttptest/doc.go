@@ -45,8 +45,13 @@
 // Retry-After in seconds or as an HTTP-date, retry-after-ms, and the
 // rate-limit resets of OpenAI, Anthropic and the IETF draft (which only a
 // Transport with a Cooldown reads). Reply.Cut makes a stream that breaks
-// mid-body. Hang is a try that gets no answer until its context ends, for
-// per-try timeouts. Script.Requests and Script.Len tell what was sent, and
+// mid-body. Stream makes an event stream whose body comes in parts
+// (Chunk), each after its wait, a part a Read (Split cuts one a byte a
+// Read; Event formats a server-sent event), and Reply.Open one that never
+// ends: on a Script's Clock a stall takes no time, and a timer of the
+// transport that falls due in it and ends the try ends it at its instant.
+// Hang is a try that gets no
+// answer until its context ends, for per-try timeouts. Script.Requests and Script.Len tell what was sent, and
 // when; Len is 0 when nothing was.
 //
 // # A fake provider

@@ -112,6 +112,39 @@ func ExampleReply_Cut() {
 	// data: {"delta":"Hel | unexpected EOF | tries 1
 }
 
+// A stream comes in parts, a part a Read, each after its wait: on a
+// Script's Clock the Read moves the clock on itself, so a stall of two
+// seconds takes none.
+func ExampleStream() {
+	clk := retryhttptest.NewClock()
+	script := retryhttptest.NewScript(retryhttptest.Stream(
+		retryhttptest.Chunk{Data: retryhttptest.Event("message_start", `{"type":"message_start"}`)},
+		retryhttptest.Chunk{After: 2 * time.Second, Data: retryhttptest.Event("content_block_delta", `{"type":"content_block_delta"}`)},
+	)).WithClock(clk)
+	start := clk.Now()
+	resp, err := script.RoundTrip(&http.Request{Method: http.MethodPost})
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	defer resp.Body.Close()
+	fmt.Println(resp.StatusCode, resp.Header.Get("Content-Type"))
+	buf := make([]byte, 1024)
+	for {
+		n, err := resp.Body.Read(buf)
+		if err != nil {
+			fmt.Printf("+%v %v\n", clk.Since(start), err)
+			break
+		}
+		fmt.Printf("+%v %q\n", clk.Since(start), buf[:n])
+	}
+	// Output:
+	// 200 text/event-stream
+	// +0s "event: message_start\ndata: {\"type\":\"message_start\"}\n\n"
+	// +2s "event: content_block_delta\ndata: {\"type\":\"content_block_delta\"}\n\n"
+	// +2s EOF
+}
+
 // Asks writes each form in which a server says how long to wait, relative to
 // the Script's clock when the reply is served (here a clock.Mock, for a fixed
 // date).

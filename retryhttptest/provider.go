@@ -277,7 +277,7 @@ func (p *Provider) RoundTrip(req *http.Request) (*http.Response, error) {
 		return nil, context.Cause(req.Context())
 	}
 	r := Reply{Status: a.status, Header: a.header, Body: string(a.body)}
-	return r.response(req, time.Time{}), nil
+	return r.response(req, time.Time{}, nil), nil
 }
 
 // await waits the Latency before a success; false when ctx ended first (the

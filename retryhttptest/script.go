@@ -17,10 +17,12 @@ import (
 
 // A Reply is what a Script answers to one try: a response (Status, Header,
 // Body) or a transport error (Err, which wins when both are set). The zero
-// Reply is a 200 with an empty body. Hang, Reply.Cut and Reply.Asks make the
-// replies a literal cannot: no answer at all, a stream that breaks mid-body,
-// and the headers by which a server asks for a wait. A Reply may be used in
-// many Scripts and served many times; each response is made anew.
+// Reply is a 200 with an empty body. Hang, Reply.Cut, Stream, Reply.Open and
+// Reply.Asks make the replies a literal cannot: no answer at all, a stream
+// that breaks mid-body, a body that comes in parts and stalls, one that
+// never ends, and the headers by which a server asks for a wait. A Reply
+// may be used in many Scripts and served many times; each response is made
+// anew.
 type Reply struct {
 	Status int         // 200 when 0
 	Header http.Header // copied into every response made from the Reply; nil is empty
@@ -30,6 +32,8 @@ type Reply struct {
 	cut     error    // after Body, reads fail with it (Cut)
 	hang    bool     // no answer until the try's context ends (Hang)
 	signals []signal // headers written when the reply is served (Asks)
+	chunks  []Chunk  // after Body, the body's parts, each after its wait (Stream)
+	open    bool     // after its bytes, the body never ends (Open)
 }
 
 // Status returns a reply with the status code and the headers given as
@@ -190,7 +194,7 @@ func (s *Script) RoundTrip(req *http.Request) (*http.Response, error) {
 	case r.Err != nil:
 		return nil, r.Err
 	}
-	return r.response(req, at), nil
+	return r.response(req, at, clk), nil
 }
 
 // readBody reads req's body whole and closes it, as a server would.
@@ -222,7 +226,7 @@ func hang(ctx context.Context, clk clock.Clock) error {
 	return context.Cause(ctx)
 }
 
-func (r Reply) response(req *http.Request, at time.Time) *http.Response {
+func (r Reply) response(req *http.Request, at time.Time, clk clock.Clock) *http.Response {
 	code := r.Status
 	if code == 0 {
 		code = http.StatusOK
@@ -244,10 +248,14 @@ func (r Reply) response(req *http.Request, at time.Time) *http.Response {
 		ContentLength: int64(len(r.Body)),
 		Request:       req,
 	}
-	if r.cut != nil {
+	switch {
+	case r.chunks != nil || r.open:
+		resp.Body = newStreamBody(r, req, clk)
+		resp.ContentLength = -1
+	case r.cut != nil:
 		resp.Body = io.NopCloser(&cutReader{r: strings.NewReader(r.Body), err: r.cut})
 		resp.ContentLength = -1
-	} else {
+	default:
 		resp.Body = io.NopCloser(strings.NewReader(r.Body))
 	}
 	return resp

@@ -396,3 +396,52 @@ func TestDroppedBody(t *testing.T) {
 		})
 	}
 }
+
+// TestStreamErrorEventRetried: the Messages API fails a stream it has
+// answered 200 with an error event (overloaded_error) before its first
+// token. With WithStreamRetry the transport retries it (R26) and the SDK
+// accumulates the whole message of the retried stream, with no error; the
+// try and its stream's error are logged. Without it, the SDK's stream
+// fails.
+func TestStreamErrorEventRetried(t *testing.T) {
+	for _, tt := range []struct {
+		name      string
+		opts      []retryhttp.Option
+		wantTries int
+		wantErr   bool
+	}{
+		{"WithStreamRetry", []retryhttp.Option{retryhttp.WithStreamRetry(10 * time.Second)}, 2, false},
+		{"without it", nil, 1, true},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			r := newRig(t, []reply{streamFail("overloaded_error"), ok()}, append([]retryhttp.Option{smallBackoff}, tt.opts...)...)
+			stream := r.client.Messages.NewStreaming(context.Background(), params())
+			defer stream.Close()
+			var message anthropic.Message
+			for stream.Next() {
+				if err := message.Accumulate(stream.Current()); err != nil {
+					t.Fatalf("Accumulate: %v", err)
+				}
+			}
+			if got := len(r.p.Tries()); got != tt.wantTries {
+				t.Errorf("provider saw %d tries, want %d", got, tt.wantTries)
+			}
+			if tt.wantErr {
+				if stream.Err() == nil || !strings.Contains(stream.Err().Error(), "overloaded_error") {
+					t.Errorf("stream error %v, want the overloaded_error the SDK read", stream.Err())
+				}
+				return
+			}
+			if err := stream.Err(); err != nil {
+				t.Fatalf("stream error %v, want none: the retried stream is the SDK's", err)
+			}
+			if len(message.Content) != 1 || message.Content[0].Text != strings.Join(answer, "") || message.StopReason != "end_turn" {
+				t.Errorf("accumulated %+v, want the whole answer, ended", message.Content)
+			}
+			lines := r.logs.FilterMessage(msgRetrying).All()
+			if len(lines) != 1 || lines[0].ContextMap()["stream_error"] != "overloaded_error" {
+				t.Errorf("retry log lines %v, want one with stream_error overloaded_error", lines)
+			}
+		})
+	}
+}

@@ -25,7 +25,15 @@ type reply struct {
 	header []string      // name, value, name, value, ...
 	cut    bool          // drop the connection halfway through the JSON or, streamed, after the first text delta
 	hold   chan struct{} // streamed: after the first text delta, wait until closed
+	// streamed: after message_start, an error event of this type (its 200
+	// already sent), and the end of the stream, as the API fails a stream
+	streamErr string
 }
+
+// streamFail is a stream that fails with an error event of type typ
+// ("overloaded_error") after its opening, as the Messages API does when it
+// is overloaded after it has answered 200.
+func streamFail(typ string) reply { return reply{streamErr: typ} }
 
 // fail is a reply with an error status and headers (name, value, ...).
 func fail(status int, header ...string) reply { return reply{status: status, header: header} }
@@ -155,6 +163,10 @@ func (p *provider) stream(w http.ResponseWriter, r *http.Request, model string, 
 		flusher.Flush()
 	}
 	event("message_start", map[string]any{"message": message(model, "", nil, 1)})
+	if rep.streamErr != "" {
+		event("error", map[string]any{"error": map[string]any{"type": rep.streamErr, "message": "The stream failed: " + rep.streamErr}})
+		return
+	}
 	event("content_block_start", map[string]any{"index": 0, "content_block": map[string]any{"type": "text", "text": ""}})
 	for i, chunk := range answer {
 		event("content_block_delta", map[string]any{"index": 0, "delta": map[string]any{"type": "text_delta", "text": chunk}})

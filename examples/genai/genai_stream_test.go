@@ -5,7 +5,9 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
+	"github.com/retryhttp/retryhttp"
 	"google.golang.org/genai"
 )
 
@@ -84,6 +86,54 @@ func TestStream(t *testing.T) {
 			}
 			if retries != wantRetries {
 				t.Errorf("transport re-sent %d times, want %d", retries, wantRetries)
+			}
+		})
+	}
+}
+
+// TestStreamErrorEventRetried: Gemini fails a stream it has answered 200
+// with an error chunk (UNAVAILABLE) before its first text. With
+// WithStreamRetry the transport retries it (R26) and the SDK reads the
+// whole answer of the retried stream, with no error; the Attempt says the
+// error's status. Without it, the SDK's stream fails with the APIError.
+func TestStreamErrorEventRetried(t *testing.T) {
+	for _, tt := range []struct {
+		name      string
+		opts      []retryhttp.Option
+		wantTries int
+		wantErr   bool
+	}{
+		{"WithStreamRetry", []retryhttp.Option{retryhttp.WithStreamRetry(10 * time.Second)}, 2, false},
+		{"without it", nil, 1, true},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			r := newRig(t, []reply{streamFail(), ok()}, append([]retryhttp.Option{smallBackoff}, tt.opts...)...)
+			var text strings.Builder
+			var err error
+			for chunk, cerr := range r.client.Models.GenerateContentStream(context.Background(), model, genai.Text("Say hello."), nil) {
+				if cerr != nil {
+					err = cerr
+					break
+				}
+				text.WriteString(chunk.Text())
+			}
+			if got := len(r.p.Tries()); got != tt.wantTries {
+				t.Errorf("provider saw %d tries, want %d", got, tt.wantTries)
+			}
+			if tt.wantErr {
+				if e, ok := apiError(err); !ok || e.Status != "UNAVAILABLE" {
+					t.Errorf("stream error %v, want the APIError UNAVAILABLE the SDK read", err)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatalf("stream error %v, want none: the retried stream is the SDK's", err)
+			}
+			if got := text.String(); got != strings.Join(answer, "") {
+				t.Errorf("streamed %q, want the whole answer", got)
+			}
+			if a := r.Attempts(); len(a) != 2 || a[0].StreamError != "UNAVAILABLE" || a[0].Outcome != retryhttp.Retrying {
+				t.Errorf("attempts %+v, want the first retried for its UNAVAILABLE", a)
 			}
 		})
 	}

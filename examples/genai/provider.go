@@ -39,7 +39,13 @@ type reply struct {
 	retryDelay string   // 429: the RetryInfo retryDelay ("2.5s"); "": no RetryInfo
 	cut        bool     // streamed: drop the connection after the first chunk
 	token      bool     // streamed: the first chunk carries a continuation token
+	streamErr  bool     // streamed: an error chunk first (UNAVAILABLE), its 200 already sent, then the end
 }
+
+// streamFail is a stream that fails before its first chunk of text with an
+// error chunk, UNAVAILABLE, as Gemini does when the model is overloaded
+// after it has answered 200.
+func streamFail() reply { return reply{streamErr: true} }
 
 // ok is the answer.
 func ok() reply { return reply{} }
@@ -224,6 +230,13 @@ func (p *provider) stream(w http.ResponseWriter, name string, rep reply, from in
 	w.Header().Set("Cache-Control", "no-cache")
 	w.WriteHeader(http.StatusOK)
 	flusher := w.(http.Flusher)
+	if rep.streamErr {
+		data, _ := json.Marshal(map[string]any{"error": map[string]any{
+			"code": http.StatusServiceUnavailable, "message": "The model is overloaded. Please try again later.", "status": "UNAVAILABLE"}})
+		fmt.Fprintf(w, "data: %s\r\n\r\n", data)
+		flusher.Flush()
+		return
+	}
 	for i, chunk := range answer {
 		if i < from {
 			continue

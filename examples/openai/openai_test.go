@@ -389,3 +389,49 @@ func TestDroppedBody(t *testing.T) {
 		})
 	}
 }
+
+// TestStreamErrorEventRetried: the API fails a stream it has answered 200
+// with an error chunk before the first token. With WithStreamRetry the
+// transport retries it (R26) and the SDK's accumulator holds the whole
+// answer of the retried stream, with no error; the retry is logged with
+// the error's type. Without it, the SDK's stream fails.
+func TestStreamErrorEventRetried(t *testing.T) {
+	for _, tt := range []struct {
+		name      string
+		opts      []retryhttp.Option
+		wantTries int
+		wantErr   bool
+	}{
+		{"WithStreamRetry", []retryhttp.Option{retryhttp.WithStreamRetry(10 * time.Second)}, 2, false},
+		{"without it", nil, 1, true},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			r := newRig(t, []reply{streamFail("server_error"), ok()}, append([]retryhttp.Option{smallBackoff}, tt.opts...)...)
+			stream := r.client.Chat.Completions.NewStreaming(context.Background(), params())
+			defer stream.Close()
+			var acc openai.ChatCompletionAccumulator
+			for stream.Next() {
+				acc.AddChunk(stream.Current())
+			}
+			if got := len(r.p.Tries()); got != tt.wantTries {
+				t.Errorf("provider saw %d tries, want %d", got, tt.wantTries)
+			}
+			if tt.wantErr {
+				if stream.Err() == nil {
+					t.Errorf("the stream ended with no error, want the error chunk the SDK read")
+				}
+				return
+			}
+			if err := stream.Err(); err != nil {
+				t.Fatalf("stream error %v, want none: the retried stream is the SDK's", err)
+			}
+			if len(acc.Choices) != 1 || acc.Choices[0].Message.Content != strings.Join(answer, "") || acc.Choices[0].FinishReason != "stop" {
+				t.Errorf("accumulated %+v, want the whole answer, ended", acc.Choices)
+			}
+			lines := r.logs.FilterMessage(msgRetrying).All()
+			if len(lines) != 1 || lines[0].ContextMap()["stream_error"] != "server_error" {
+				t.Errorf("retry log lines %v, want one with stream_error server_error", lines)
+			}
+		})
+	}
+}

@@ -25,7 +25,15 @@ type reply struct {
 	header []string      // name, value, name, value, ...
 	cut    bool          // drop the connection halfway through the JSON or, streamed, after the first chunk
 	hold   chan struct{} // streamed: after the first chunk, wait until closed
+	// streamed: after a first chunk with the role alone, an error chunk of
+	// this type (its 200 already sent), and the end of the stream
+	streamErr string
 }
+
+// streamFail is a stream that fails with an error chunk of type typ
+// ("server_error") before its first token, as the API does when it fails
+// after it has answered 200.
+func streamFail(typ string) reply { return reply{streamErr: typ} }
 
 // fail is a reply with an error status and headers (name, value, ...).
 func fail(status int, header ...string) reply { return reply{status: status, header: header} }
@@ -144,6 +152,14 @@ func (p *provider) stream(w http.ResponseWriter, r *http.Request, model string, 
 		})
 		fmt.Fprintf(w, "data: %s\n\n", data)
 		flusher.Flush()
+	}
+	if rep.streamErr != "" {
+		event(map[string]any{"role": "assistant", "content": ""}, nil)
+		data, _ := json.Marshal(map[string]any{"error": map[string]any{
+			"message": "The server had an error while processing your request.", "type": rep.streamErr, "param": nil, "code": nil}})
+		fmt.Fprintf(w, "data: %s\n\n", data)
+		flusher.Flush()
+		return
 	}
 	for i, chunk := range answer {
 		delta := map[string]any{"content": chunk}

@@ -59,3 +59,33 @@ func TestStatusClass(t *testing.T) {
 		assert.Equal(t, want, statusClass(status), "status %d", status)
 	}
 }
+
+// TestObserveCallStream: with WithStreamRetry, a try whose stream began
+// with an error event has its type on its event, and the stream handed
+// over its time to first token, on its event and as the call span's
+// retryhttp.first_token_ms (R26).
+func TestObserveCallStream(t *testing.T) {
+	r := newRig(t)
+	ctx, span := r.tp.Tracer("test").Start(context.Background(), "call")
+	r.tel.observeCall(ctx, retryhttp.Attempt{
+		Call: 1, Try: 1, MaxTries: 3, Method: "POST", URL: "https://api.anthropic.com/v1/messages",
+		Status: 200, Class: retryhttp.Transient, StreamError: "overloaded_error",
+		Wait: 400 * time.Millisecond, Outcome: retryhttp.Retrying,
+	})
+	r.tel.observeCall(ctx, retryhttp.Attempt{
+		Call: 1, Try: 2, MaxTries: 3, Method: "POST", URL: "https://api.anthropic.com/v1/messages",
+		Status: 200, Class: retryhttp.Permanent, Outcome: retryhttp.Done, FirstToken: 230 * time.Millisecond,
+	})
+	span.End()
+
+	spans := r.spans.GetSpans()
+	require.Len(t, spans, 1)
+	events := spans[0].Events
+	require.Len(t, events, 2)
+	first, last := events[0].Attributes, events[1].Attributes
+	assertAttr(t, first, "stream_error", attribute.StringValue("overloaded_error"))
+	assertNoAttr(t, first, "first_token_ms")
+	assertAttr(t, last, "first_token_ms", attribute.Int64Value(230))
+	assertNoAttr(t, last, "stream_error")
+	assertAttr(t, spans[0].Attributes, keyFirstToken, attribute.Int64Value(230))
+}

@@ -35,6 +35,7 @@ const (
 	keyBudgetLeft   = attribute.Key("retryhttp.budget.left_ms")   // call span: what the Budget has left
 	keyRateLimited  = attribute.Key("retryhttp.rate_limited")     // call span: failed fast (ErrRateLimited)
 	keyRetryAfter   = attribute.Key("retryhttp.retry_after_ms")   // call span: the server's last ask, when it failed
+	keyFirstToken   = attribute.Key("retryhttp.first_token_ms")   // call span: the stream's time to first token (WithStreamRetry)
 
 	// eventTry is the span event of one try on the call span. Its
 	// attributes are named as the fields of retryhttp's retry log line
@@ -203,7 +204,7 @@ func (t *telemetry) observeCall(ctx context.Context, a retryhttp.Attempt) {
 	if !span.IsRecording() {
 		return
 	}
-	attrs := make([]attribute.KeyValue, 0, 9)
+	attrs := make([]attribute.KeyValue, 0, 11)
 	attrs = append(attrs,
 		attribute.Int("try", a.Try),
 		attribute.Int("status", a.Status),
@@ -223,8 +224,20 @@ func (t *telemetry) observeCall(ctx context.Context, a retryhttp.Attempt) {
 	if a.Err != nil {
 		attrs = append(attrs, attribute.String("error", a.Err.Error())) // holds no secret (R14)
 	}
+	if a.StreamError != "" {
+		attrs = append(attrs, attribute.String("stream_error", a.StreamError)) // its type, never its message (R26)
+	}
+	if a.FirstToken > 0 {
+		attrs = append(attrs, attribute.Int64("first_token_ms", a.FirstToken.Milliseconds()))
+	}
 	span.AddEvent(eventTry, trace.WithAttributes(attrs...))
 	span.SetAttributes(keyTries.Int(a.Try), keyOutcome.String(a.Outcome.String()))
+	if a.FirstToken > 0 {
+		// The stream handed over: its time to first token, from its own
+		// try's send (R26), what a streaming UI's user waited for before
+		// the first word, less the tries before it.
+		span.SetAttributes(keyFirstToken.Int64(a.FirstToken.Milliseconds()))
+	}
 }
 
 // countTry is the Observer of the metrics: every try counts once; every
