@@ -48,23 +48,24 @@ func (k *KeyState) seeBefore(now time.Time, costs *Costs, within time.Duration, 
 	if circuit && k.probes > 0 {
 		return seenDown, 0 // this process's probe is out: it waits for its answer
 	}
+	own := false
+	if circuit && shared && !k.state.Circuit.IsOpen() && k.ownRow.Circuit.IsOpen() {
+		// The process's own row is its own, fresh whatever the Store last
+		// said: its probe goes once, and its other calls are refused.
+		res := store.Apply(&k.ownRow, now, []store.Op{{Kind: store.OpTake, Circuit: true}})
+		if res.Unavailable {
+			return seenDown, 0
+		}
+		own = res.Probe
+	}
 	if shared && !k.fresh(now) {
+		if own {
+			return seenOwnProbe, 0 // the Store's take decides the rest
+		}
 		return seenTake, 0
 	}
-	own := false
-	if circuit {
-		switch c := &k.state.Circuit; {
-		case c.IsOpen():
-			if refusing(c, now) {
-				return seenDown, 0
-			}
-		case shared && k.ownRow.Circuit.IsOpen():
-			res := store.Apply(&k.ownRow, now, []store.Op{{Kind: store.OpTake, Circuit: true}})
-			if res.Unavailable {
-				return seenDown, 0
-			}
-			own = res.Probe
-		}
+	if c := &k.state.Circuit; circuit && c.IsOpen() && refusing(c, now) {
+		return seenDown, 0
 	}
 	free := len(k.deferred) == 0 && !k.state.Circuit.IsOpen() && !own
 	for l := range numLanes {

@@ -44,3 +44,14 @@ func TestBoundKeyIsInjective(t *testing.T) {
 		}
 	}
 }
+
+// TestBoundKeyAtTheBound: a key of MaxKeyLen bytes or fewer, not in the
+// hashed form, is kept as it is; a byte more and it is hashed.
+func TestBoundKeyAtTheBound(t *testing.T) {
+	for _, n := range []int{0, 1, MaxKeyLen - 1, MaxKeyLen} {
+		k := strings.Repeat("k", n)
+		assert.Equal(t, k, BoundKey(k), "%d bytes", n)
+	}
+	long := strings.Repeat("k", MaxKeyLen+1)
+	assert.Equal(t, hashedFormOf(long), BoundKey(long))
+}

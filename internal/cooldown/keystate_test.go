@@ -47,3 +47,17 @@ func TestLaneOfMakesLanes(t *testing.T) {
 		assert.Same(t, s, laneOf(&r, l), "a lane there is not made again")
 	}
 }
+
+// TestMayWatchByLength: a call whose scheme://host is n bytes long may be
+// a watched default key's only when a key of that length (n%64) is
+// watched, or n is past MaxKeyLen (a key kept by its hash).
+func TestMayWatchByLength(t *testing.T) {
+	ws := newWatchSet(map[string]*KeyState{"https://a.example": {}}, DefaultKeys)
+	n := len("https://a.example")
+	for _, tc := range []struct {
+		n   int
+		may bool
+	}{{n, true}, {n + 64, true}, {n + 1, false}, {MaxKeyLen, false}, {MaxKeyLen + 1, true}} {
+		assert.Equal(t, tc.may, ws.MayWatch(tc.n), "%d bytes", tc.n)
+	}
+}

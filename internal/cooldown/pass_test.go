@@ -137,3 +137,15 @@ func (s *countApplies) Apply(ctx context.Context, key string, ops []store.Op) (s
 	s.n++
 	return s.Store.Apply(ctx, key, ops)
 }
+
+// sharedEngine is an engine with a circuit of 3, open for open, over a
+// counted store.Local, both on one clock the test moves.
+func sharedEngine(t *testing.T, open time.Duration) (*Engine, *testClock, *countApplies) {
+	t.Helper()
+	clk := &testClock{now: epoch}
+	cs := &countApplies{Store: store.NewLocal(clk.Now)}
+	e := New(Config{Store: cs, Circuit: &Circuit{Failures: 3, Open: open}})
+	e.Bind(clk.Now, zap.NewNop())
+	t.Cleanup(e.Close)
+	return e, clk, cs
+}
