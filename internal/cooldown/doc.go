@@ -1,12 +1,12 @@
 // Package cooldown is the engine of retryhttp's Cooldown (RULES.md R17,
-// R23, R24, R25): what every key's provider said, each send's slot, the
-// sync with a Store, and each key's circuit. The root package keeps the
+// R23, R24, R25, R27): what every key's provider said, each send's slot and
+// who goes first, the sync with a Store, and each key's circuit. The root package keeps the
 // public face (retryhttp.Cooldown, its options) and the retry loop; the
 // loop meets the engine through one seam, a Pass, as gobreaker's caller
 // meets its breaker:
 //
 //	p := eng.Pass(key)            // the key's state, as a call of it finds it (a nil key: not watched)
-//	v := p.Enter(ctx, costs, ...) // before a send: its slot, a wait, or a refusal and why
+//	v := p.Enter(ctx, costs, o)   // before a send (its Order): its slot, a wait, or a refusal and why
 //	w := p.Next(now)              // after each wait: what is left of it (holds armed meanwhile)
 //	p.Hear(ctx, answer)           // after the try: what the answer said
 //	p.GiveBack(ctx)               // or the slot back, when the send did not go
@@ -24,6 +24,12 @@
 //     ask, an exhausted limit's reset); a refusing hold fails the sends
 //     instead. The pace: a lane's bucket, from which each send takes a
 //     slot (store.Apply's OpTake).
+//   - order: where a send goes among its key's sends waiting (Order, R27):
+//     its priority and whether it is a retry make its level in the lanes'
+//     schedule (store.Op.Level); a send of a higher level goes first and
+//     pushes the lower ones a slot each. A waiter is one of the process's
+//     sends waiting for its slot; within a priority, waiters trade slots so
+//     that the call that must end sooner goes first (order.go).
 //   - answer: what one try told the engine (Answer): a limit, an ask, the
 //     provider's counts, and for the circuit a failure or a sign of life.
 //   - the circuit: a key's breaker (R25): its row of failures, open while
