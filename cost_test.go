@@ -266,6 +266,22 @@ func openAIHeaders() http.Header {
 	}
 }
 
+// plainHeaders are what a provider that states no limit sends with a
+// success (Gemini's, less its values' variety): a Cooldown looks them over
+// for a stated limit (R27) and finds none.
+func plainHeaders() http.Header {
+	return http.Header{
+		"Content-Type":           {"application/json; charset=UTF-8"},
+		"Date":                   {"Fri, 04 Dec 2026 12:00:00 GMT"},
+		"Server":                 {"scaffolding on HTTPServer2"},
+		"Server-Timing":          {"gfet4t7; dur=412"},
+		"Vary":                   {"Origin", "X-Origin", "Referer"},
+		"X-Content-Type-Options": {"nosniff"},
+		"X-Frame-Options":        {"SAMEORIGIN"},
+		"X-Xss-Protection":       {"0"},
+	}
+}
+
 const benchURL = "https://api.example.com/v1/chat/completions"
 
 func benchGet(b *testing.B, ctx context.Context) *http.Request {
@@ -353,7 +369,11 @@ func BenchmarkHappyPath(b *testing.B) {
 	defer cancel()
 	for _, bc := range benchHappyCases(deadline) {
 		b.Run(bc.name, func(b *testing.B) {
-			tr := New(benchBase(), bc.opts...)
+			base := benchBase()
+			if bc.name == "cooldown+plain-headers" {
+				base.(*benchStub).resp.Header = plainHeaders()
+			}
+			tr := New(base, bc.opts...)
 			url := benchURL
 			if bc.name == "http" {
 				url = "http://api.example.com/v1/chat/completions"
@@ -391,8 +411,9 @@ func benchHappyCases(deadline context.Context) []struct {
 		{"budget+deadline+quota", WithBudget(deadline, NewBudget(PublicTierMaxWait)), []Option{WithQuota(NewQuota(10, 0.1))}},
 		{"try-timeout", context.Background(), []Option{WithTryTimeout(time.Minute)}},
 	}...)
-	// A Cooldown with another key watched (a success that states its
-	// limit arms its key: BenchmarkStatedLimit measures that). Keyed
+	// A Cooldown whose provider states no limit (its headers looked over,
+	// R27), and with another key watched (a success that states its limit
+	// arms its key: BenchmarkStatedLimit measures that). Keyed
 	// by model (KeyByModel, a POST of a JSON body): with nothing watched,
 	// with a model of another host watched whose name is as long (neither
 	// reads the body; the host's key is built and looked up), and with
@@ -412,6 +433,7 @@ func benchHappyCases(deadline context.Context) []struct {
 		ctx  context.Context
 		opts []Option
 	}{
+		{"cooldown+plain-headers", context.Background(), []Option{WithCooldown(NewCooldown(nil))}},
 		{"cooldown+other-key-watched", context.Background(), []Option{WithCooldown(watching)}},
 		{"cooldown-by-model", context.Background(), byModel("")},
 		{"cooldown-by-model+other-host-watched", context.Background(), byModel("https://api.example.net/gpt-4o")},

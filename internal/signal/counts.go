@@ -51,8 +51,8 @@ func LaneCounts(h http.Header, now time.Time) (out [NumLanes]Counts) {
 // Three lookups of h, no allocation: it runs on every success of a key a
 // Cooldown does not watch.
 func StatesLimits(h http.Header) bool {
-	return len(h["X-Ratelimit-Limit-Requests"]) > 0 || len(h["Anthropic-Ratelimit-Requests-Limit"]) > 0 ||
-		len(h["Ratelimit-Limit"]) > 0
+	return len(h) > 0 && (len(h["X-Ratelimit-Limit-Requests"]) > 0 || len(h["Anthropic-Ratelimit-Requests-Limit"]) > 0 ||
+		len(h["Ratelimit-Limit"]) > 0)
 }
 
 // first is h.Get(name) for a name already canonical, as every name here
