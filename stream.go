@@ -152,7 +152,7 @@ func (b *streamBody) readAhead() (signal.StreamVerdict, error) {
 		switch {
 		case v.Kind != signal.StreamMore:
 			return v, err
-		case err == io.EOF:
+		case errors.Is(err, io.EOF):
 			return s.End(), err
 		case err != nil:
 			return v, err

@@ -183,10 +183,10 @@ func (b *streamBody) wait(d time.Duration) error {
 	}
 	if c, ok := b.clk.(*Clock); ok {
 		if d == forever {
-			for b.stopped() == nil && c.runNext() {
+			for b.stopped() == nil && c.runNext() { //nolint:revive // each turn runs the next function due
 			}
 		} else {
-			for end := c.Now().Add(d); b.stopped() == nil && c.advance(end, true); {
+			for end := c.Now().Add(d); b.stopped() == nil && c.advance(end, true); { //nolint:revive // each turn advances the clock
 			}
 			return b.stopped() // the clock is at the end of the wait, or where a function stopped it
 		}
