@@ -3,7 +3,7 @@ module github.com/retryhttp/retryhttp/examples/sqlstore
 go 1.26.0
 
 require (
-	github.com/retryhttp/retryhttp v0.0.0-20261203164944-e59ad4754833
+	github.com/retryhttp/retryhttp v0.0.0-20261204232454-3e6561baf954
 	modernc.org/sqlite v1.62.0
 )
 
