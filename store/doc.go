@@ -8,8 +8,11 @@
 //
 // The policy (what a provider's answer means, at what rate to send) stays
 // in the Cooldown, in Go. What a Store keeps of a key is a Record: its
-// lanes (a hold and a GCRA bucket per limit the provider states) and its
-// circuit (a count of failures in a row, an open time, one probe). What it
+// lanes (a hold and a GCRA bucket per limit the provider states, whose
+// waiting sends it orders by level: a take's Priority and whether it is a
+// retry, R27) and its circuit (a count of failures in a row, an open time,
+// one probe). A Store keeps the levels as it keeps the rest: Apply
+// computes them, and the Record's encoding (r4) carries them. What it
 // does to a Record is a list of Ops, applied atomically, on the Store's
 // own clock, by the function Apply: the reference semantics, a pure
 // function, which every Store runs or computes the same as.
@@ -50,10 +53,11 @@
 //     leaves the call to its process's own state. Bytes longer than
 //     MaxEncoded are junk, read without being parsed.
 //
-// The rule numbers cited here (R17, R23, R24, R25) are those of RULES.md,
-// at the root of the repository
+// The rule numbers cited here (R17, R23, R24, R25, R27) are those of
+// RULES.md, at the root of the repository
 // (https://github.com/retryhttp/retryhttp/blob/main/RULES.md): R17 the
-// Cooldown, R23 tokens, R24 a fleet's Store, R25 the circuit.
+// Cooldown, R23 tokens, R24 a fleet's Store, R25 the circuit, R27 who goes
+// first.
 //
 // Only Redis needs a script, to apply ops in one round trip:
 // github.com/retryhttp/retryhttp/retryredis runs Apply's steps in Lua,
