@@ -169,62 +169,6 @@ func writeCooldownTarget(w io.Writer, s section) {
 	}
 }
 
-// span is the range of f over the runs, each end written with format: one
-// value when both ends read the same, else "min–max".
-func span(rs []bench.GoodputReport, format string, f func(bench.GoodputReport) float64) string {
-	lo, hi := f(rs[0]), f(rs[0])
-	for _, r := range rs[1:] {
-		lo, hi = min(lo, f(r)), max(hi, f(r))
-	}
-	a, b := fmt.Sprintf(format, lo), fmt.Sprintf(format, hi)
-	if a == b {
-		return a
-	}
-	return a + "–" + b
-}
-
-// durSpan is span for durations: "1.39–1.52 s" when both ends have the same
-// unit.
-func durSpan(rs []bench.GoodputReport, f func(bench.GoodputReport) time.Duration) string {
-	lo, hi := f(rs[0]), f(rs[0])
-	for _, r := range rs[1:] {
-		lo, hi = min(lo, f(r)), max(hi, f(r))
-	}
-	a, b := secs(lo), secs(hi)
-	if a == b {
-		return a
-	}
-	an, au, _ := strings.Cut(a, " ")
-	bn, bu, _ := strings.Cut(b, " ")
-	if au == bu {
-		return an + "–" + bn + " " + bu
-	}
-	return a + "–" + b
-}
-
-// met says in how many runs r met every target, and names the targets
-// missed in any.
-func met(t bench.GoodputTargets, rs []bench.GoodputReport) string {
-	all := 0
-	var missed []string
-	for _, r := range rs {
-		m := t.Missed(r)
-		if len(m) == 0 {
-			all++
-		}
-		missed = append(missed, m...)
-	}
-	// In Missed's order, once each.
-	order := []string{"requests/success", "goodput", "token share", "failed", "p99"}
-	slices.SortStableFunc(missed, func(a, b string) int { return slices.Index(order, a) - slices.Index(order, b) })
-	missed = slices.Compact(missed)
-	s := fmt.Sprintf("%d/%d", all, len(rs))
-	if len(missed) > 0 {
-		s += " (" + strings.Join(missed, ", ") + ")"
-	}
-	return s
-}
-
 // secs writes d in ms below a second (to 0.1 ms below 10 ms), else in seconds.
 func secs(d time.Duration) string {
 	switch {
@@ -234,4 +178,21 @@ func secs(d time.Duration) string {
 		return fmt.Sprintf("%.0f ms", float64(d)/float64(time.Millisecond))
 	}
 	return fmt.Sprintf("%.2f s", d.Seconds())
+}
+
+// span is the range of f over the runs (bench.Span).
+func span(rs []bench.GoodputReport, format string, f func(bench.GoodputReport) float64) string {
+	return bench.Span(rs, format, f)
+}
+
+// durSpan is span for durations: "1.39–1.52 s" when both ends have the
+// same unit (bench.DurSpan).
+func durSpan(rs []bench.GoodputReport, f func(bench.GoodputReport) time.Duration) string {
+	return bench.DurSpan(rs, secs, "—", f)
+}
+
+// met says in how many runs r met every target, and names the targets
+// missed in any, in Missed's order.
+func met(t bench.GoodputTargets, rs []bench.GoodputReport) string {
+	return bench.Met(rs, t.Missed, []string{"requests/success", "goodput", "token share", "failed", "p99"})
 }

@@ -6,9 +6,7 @@ package main
 import (
 	"fmt"
 	"io"
-	"math"
 	"runtime"
-	"slices"
 	"strings"
 	"time"
 
@@ -62,26 +60,6 @@ func writeTable(w io.Writer, t table) {
 	}
 }
 
-// span is the range of f over the runs, each end written with format: one
-// value when both ends read the same, else "min–max"; — when f is NaN in
-// every run.
-func span(rs []bench.BlackoutReport, format string, f func(bench.BlackoutReport) float64) string {
-	lo, hi := math.Inf(1), math.Inf(-1)
-	for _, r := range rs {
-		if v := f(r); !math.IsNaN(v) {
-			lo, hi = min(lo, v), max(hi, v)
-		}
-	}
-	if lo > hi {
-		return "—"
-	}
-	a, b := fmt.Sprintf(format, lo), fmt.Sprintf(format, hi)
-	if a == b {
-		return a
-	}
-	return a + "–" + b
-}
-
 // failed is f, or -1 for a run in which no call failed during the outage.
 func failed(f func(bench.BlackoutReport) time.Duration) func(bench.BlackoutReport) time.Duration {
 	return func(r bench.BlackoutReport) time.Duration {
@@ -101,64 +79,6 @@ func cut(s string, n int) string {
 	return strings.ToValidUTF8(s[:n], "") + "…"
 }
 
-// durSpan is span for durations, "1.39–1.52 s" when both ends have the
-// same unit; a run where f is negative is none, which reads as absent when
-// every run is.
-func durSpan(rs []bench.BlackoutReport, absent string, f func(bench.BlackoutReport) time.Duration) string {
-	var ds []time.Duration
-	none := false
-	for _, r := range rs {
-		if d := f(r); d >= 0 {
-			ds = append(ds, d)
-		} else {
-			none = true
-		}
-	}
-	s := absent
-	if len(ds) > 0 {
-		a, b := secs(slices.Min(ds)), secs(slices.Max(ds))
-		an, au, _ := strings.Cut(a, " ")
-		bn, bu, _ := strings.Cut(b, " ")
-		switch {
-		case a == b:
-			s = a
-		case au == bu:
-			s = an + "–" + bn + " " + bu
-		default:
-			s = a + "–" + b
-		}
-		if none {
-			s += ", " + absent
-		}
-	}
-	return s
-}
-
-// met says in how many runs r met every target of t, and names the
-// targets missed in any; — when t is no target.
-func met(t bench.BlackoutTargets, rs []bench.BlackoutReport) string {
-	if t == (bench.BlackoutTargets{}) {
-		return "—"
-	}
-	all := 0
-	var missed []string
-	for _, r := range rs {
-		m := t.Missed(r)
-		if len(m) == 0 {
-			all++
-		}
-		missed = append(missed, m...)
-	}
-	order := []string{"per call", "p50", "first ok", "share ok"} // Missed's
-	slices.SortStableFunc(missed, func(a, b string) int { return slices.Index(order, a) - slices.Index(order, b) })
-	missed = slices.Compact(missed)
-	s := fmt.Sprintf("%d/%d", all, len(rs))
-	if len(missed) > 0 {
-		s += " (" + strings.Join(missed, ", ") + ")"
-	}
-	return s
-}
-
 // secs writes d in µs below a millisecond, in ms below a second (to 0.1 ms
 // below 10 ms), else in seconds.
 func secs(d time.Duration) string {
@@ -171,4 +91,24 @@ func secs(d time.Duration) string {
 		return fmt.Sprintf("%.0f ms", float64(d)/float64(time.Millisecond))
 	}
 	return fmt.Sprintf("%.2f s", d.Seconds())
+}
+
+// span is the range of f over the runs (bench.Span).
+func span(rs []bench.BlackoutReport, format string, f func(bench.BlackoutReport) float64) string {
+	return bench.Span(rs, format, f)
+}
+
+// durSpan is span for durations; a run where f is negative is none,
+// which reads as absent when every run is (bench.DurSpan).
+func durSpan(rs []bench.BlackoutReport, absent string, f func(bench.BlackoutReport) time.Duration) string {
+	return bench.DurSpan(rs, secs, absent, f)
+}
+
+// met says in how many runs r met every target of t, and names the
+// targets missed in any; — when t is no target.
+func met(t bench.BlackoutTargets, rs []bench.BlackoutReport) string {
+	if t == (bench.BlackoutTargets{}) {
+		return "—"
+	}
+	return bench.Met(rs, t.Missed, []string{"per call", "p50", "first ok", "share ok"}) // Missed's order
 }

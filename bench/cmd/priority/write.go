@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"io"
 	"runtime"
-	"slices"
 	"strings"
 	"time"
 
@@ -95,57 +94,19 @@ func writeSection(w io.Writer, s section) {
 	}
 }
 
-// span is the range of f over the runs, each end written with format: one
-// value when both ends read the same, else "min–max".
+// span is the range of f over the runs (bench.Span).
 func span(rs []bench.PriorityReport, format string, f func(bench.PriorityReport) float64) string {
-	lo, hi := f(rs[0]), f(rs[0])
-	for _, r := range rs[1:] {
-		lo, hi = min(lo, f(r)), max(hi, f(r))
-	}
-	a, b := fmt.Sprintf(format, lo), fmt.Sprintf(format, hi)
-	if a == b {
-		return a
-	}
-	return a + "–" + b
+	return bench.Span(rs, format, f)
 }
 
 // durSpan is span for durations: "1.39–1.52 s" when both ends have the
-// same unit.
+// same unit (bench.DurSpan).
 func durSpan(rs []bench.PriorityReport, f func(bench.PriorityReport) time.Duration) string {
-	lo, hi := f(rs[0]), f(rs[0])
-	for _, r := range rs[1:] {
-		lo, hi = min(lo, f(r)), max(hi, f(r))
-	}
-	a, b := secs(lo), secs(hi)
-	if a == b {
-		return a
-	}
-	an, au, _ := strings.Cut(a, " ")
-	bn, bu, _ := strings.Cut(b, " ")
-	if au == bu {
-		return an + "–" + bn + " " + bu
-	}
-	return a + "–" + b
+	return bench.DurSpan(rs, secs, "—", f)
 }
 
 // met says in how many runs r met every target, and names the targets
-// missed in any.
+// missed in any, in Missed's order.
 func met(t bench.PriorityTargets, rs []bench.PriorityReport) string {
-	all := 0
-	var missed []string
-	for _, r := range rs {
-		m := t.Missed(r)
-		if len(m) == 0 {
-			all++
-		}
-		missed = append(missed, m...)
-	}
-	order := []string{"people", "draining", "p99", "batch", "goodput", "req/success"}
-	slices.SortStableFunc(missed, func(a, b string) int { return slices.Index(order, a) - slices.Index(order, b) })
-	missed = slices.Compact(missed)
-	s := fmt.Sprintf("%d/%d", all, len(rs))
-	if len(missed) > 0 {
-		s += " (" + strings.Join(missed, ", ") + ")"
-	}
-	return s
+	return bench.Met(rs, t.Missed, []string{"people", "draining", "p99", "batch", "goodput", "req/success"})
 }
