@@ -268,8 +268,8 @@ func (b *build) attribute(out []byte) (map[int][]string, []string) {
 	var other []string
 	current := ""
 	for _, line := range strings.Split(string(bytes.TrimSpace(out)), "\n") {
-		if line == "" {
-			continue
+		if line == "" || strings.HasPrefix(line, "go: downloading ") {
+			continue // the module cache filling, on a machine whose cache is cold
 		}
 		dir := b.pkgDir(line)
 		if strings.HasPrefix(line, "# ") {

@@ -137,3 +137,14 @@ func TestUnusedPrelude(t *testing.T) {
 		t.Errorf("unusedPrelude(all) = %q", got)
 	}
 }
+
+// A cold module cache makes go vet say what it downloads: that is no
+// snippet's failure, and no problem.
+func TestAttributeSkipsDownloads(t *testing.T) {
+	b := &build{tmp: "/tmp/x", hosts: map[string]host{}}
+	out := "go: downloading golang.org/x/net v0.61.0\ngo: downloading google.golang.org/grpc v1.67.1\n"
+	by, other := b.attribute([]byte(out))
+	if len(by) != 0 || len(other) != 0 {
+		t.Errorf("attribute(downloads) = %v, %v; want nothing", by, other)
+	}
+}
