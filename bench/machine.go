@@ -1,11 +1,15 @@
 package bench
 
 import (
+	"fmt"
+	"io"
 	"math"
 	"os"
 	"os/exec"
+	"runtime"
 	"strconv"
 	"strings"
+	"time"
 )
 
 // Machine is what a measurement ran on, for its report: the CPU's model
@@ -64,4 +68,19 @@ func LoadAvg() string {
 		return strings.Join(f[:3], " ")
 	}
 	return "?"
+}
+
+// WriteHead writes what every report's table of parameters starts with:
+// the date the runs started, the machine (the load at the start, at the
+// end, and the 1-minute one's range as sampled), Go and the commit.
+func (m *Machine) WriteHead(w io.Writer, started time.Time, loadEnd string) {
+	load := fmt.Sprintf("load average %s at start, %s at end", m.LoadStart, loadEnd)
+	if low, high := m.LoadRange(); low != "?" {
+		load += fmt.Sprintf(", the 1-minute one from %s to %s during the runs", low, high)
+	}
+	fmt.Fprintf(w, "| | |\n|---|---|\n")
+	fmt.Fprintf(w, "| date | %s |\n", started.UTC().Format("2006-01-02 15:04 UTC"))
+	fmt.Fprintf(w, "| machine | %s, %d cores, shared with other work; %s |\n", m.CPU, runtime.NumCPU(), load)
+	fmt.Fprintf(w, "| Go | %s %s/%s |\n", runtime.Version(), runtime.GOOS, runtime.GOARCH)
+	fmt.Fprintf(w, "| commit | %s |\n", m.Commit)
 }

@@ -6,7 +6,6 @@ package main
 import (
 	"fmt"
 	"io"
-	"runtime"
 	"slices"
 	"strings"
 	"time"
@@ -18,11 +17,7 @@ import (
 func write(w io.Writer, cfg bench.GoodputConfig, runs int, cmd string, started time.Time, total time.Duration, m *bench.Machine, loadEnd string, sections []section) {
 	timed, tokens := cfg.Duration > 0, cfg.TokenRate > 0
 	fmt.Fprintf(w, "## Goodput under a rate limit\n\n")
-	fmt.Fprintf(w, "| | |\n|---|---|\n")
-	fmt.Fprintf(w, "| date | %s |\n", started.UTC().Format("2006-01-02 15:04 UTC"))
-	fmt.Fprintf(w, "| machine | %s, %d cores; load average %s at start, %s at end |\n", m.CPU, runtime.NumCPU(), m.LoadStart, loadEnd)
-	fmt.Fprintf(w, "| Go | %s %s/%s |\n", runtime.Version(), runtime.GOOS, runtime.GOARCH)
-	fmt.Fprintf(w, "| commit | %s |\n", m.Commit)
+	m.WriteHead(w, started, loadEnd)
 	if tokens {
 		fmt.Fprintf(w, "| provider | retryhttptest's Provider on 127.0.0.1, two token buckets, both full at the start: R = %d requests/s (burst B = %d) and T = %d tokens/s (bucket %d), a request costing ceil(len(body) ÷ 4) tokens; a request that has room in both (remaining ≥ cost, as it arrives) is answered 200 after L = %s, the others 429 at once, charging nothing; what the answers say about the limits is the dialect's (below) |\n", cfg.Rate, cfg.Burst, cfg.TokenRate, cfg.TokenBucket(), cfg.Latency)
 		fmt.Fprintf(w, "| prompts | call i sends a JSON chat request of 4 × tokens bytes (`\"max_tokens\":1`), its tokens drawn by i from 100 to 4,000 (triangular, mode 400), seed %d: the same prompts for every row and run; mean %.0f tokens over the N calls |\n", cfg.Seed, cfg.MeanPrompt())

@@ -6,7 +6,6 @@ package main
 import (
 	"fmt"
 	"io"
-	"runtime"
 	"strings"
 	"time"
 
@@ -15,13 +14,7 @@ import (
 
 func write(w io.Writer, cfg bench.BlackoutConfig, runs int, cmd string, started time.Time, total time.Duration, m *bench.Machine, loadEnd string, tables []table) {
 	fmt.Fprintf(w, "## An outage (issue 30)\n\n")
-	fmt.Fprintf(w, "| | |\n|---|---|\n")
-	fmt.Fprintf(w, "| date | %s |\n", started.UTC().Format("2006-01-02 15:04 UTC"))
-	low, high := m.LoadRange()
-	fmt.Fprintf(w, "| machine | %s, %d cores, shared with other work; load average %s at start, %s at end, the 1-minute one from %s to %s after the rows |\n",
-		m.CPU, runtime.NumCPU(), m.LoadStart, loadEnd, low, high)
-	fmt.Fprintf(w, "| Go | %s %s/%s |\n", runtime.Version(), runtime.GOOS, runtime.GOARCH)
-	fmt.Fprintf(w, "| commit | %s |\n", m.Commit)
+	m.WriteHead(w, started, loadEnd)
 	fmt.Fprintf(w, "| provider | an httptest server on 127.0.0.1 that answers a small chat completion 200 at once, but from %s to %s after the start (as a request arrives) fails: 503 at once, or reads the request and resets the connection (hijack, SO_LINGER 0, close); a fresh one per row |\n", secs(cfg.DownFrom), secs(cfg.DownUntil))
 	fmt.Fprintf(w, "| calls | open loop: %d a second for %s (%d calls), each on its own goroutine at a fixed time whatever the others do, a POST of a small chat request through an http.Client, its body read to the end; a %s context deadline each; ok iff 200 |\n", cfg.Rate, secs(cfg.Duration), int(int64(cfg.Duration)*int64(cfg.Rate)/int64(time.Second)), secs(cfg.Timeout))
 	fmt.Fprintf(w, "| clients | each row its own base transports (net/http's default, no proxy, one pool per replica); K replicas get the calls round robin, each its own Transport (and Quota, Cooldown or breaker); rows one after another, %d run(s) of each row per fault |\n", runs)

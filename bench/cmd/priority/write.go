@@ -6,7 +6,6 @@ package main
 import (
 	"fmt"
 	"io"
-	"runtime"
 	"strings"
 	"time"
 
@@ -14,12 +13,7 @@ import (
 )
 
 func write(w io.Writer, cfg bench.PriorityConfig, runs int, cmd string, started time.Time, total time.Duration, m *bench.Machine, loadEnd string, sections []section) {
-	lo, hi := m.LoadRange()
-	fmt.Fprintf(w, "| | |\n|---|---|\n")
-	fmt.Fprintf(w, "| date | %s |\n", started.UTC().Format("2006-01-02 15:04 UTC"))
-	fmt.Fprintf(w, "| machine | %s, %d cores; load average %s at start, %s at end, the 1-minute one from %s to %s after the runs |\n", m.CPU, runtime.NumCPU(), m.LoadStart, loadEnd, lo, hi)
-	fmt.Fprintf(w, "| Go | %s %s/%s |\n", runtime.Version(), runtime.GOOS, runtime.GOARCH)
-	fmt.Fprintf(w, "| commit | %s |\n", m.Commit)
+	m.WriteHead(w, started, loadEnd)
 	fmt.Fprintf(w, "| provider | retryhttptest's Provider on 127.0.0.1 in the %s dialect: one token bucket, R = %d requests/s, B = %d, full at the start; a request that gets a token is answered 200 after %s, the others 429 at once; a fresh one per run |\n", cfg.Dialect, cfg.Rate, cfg.Burst, cfg.Latency)
 	fmt.Fprintf(w, "| people | open loop: %d calls a second for %s (%d calls), each on its own goroutine at a fixed time, with a Budget of %s (`WithBudget(ctx, NewBudget(%s))`) and no deadline; *priority*: no mark (Interactive by its Budget); *fifo*: `WithPriority(ctx, Normal)` |\n", cfg.PeopleRate, cfg.PeopleFor, cfg.People(), cfg.Budget, cfg.Budget)
 	fmt.Fprintf(w, "| batch | %d calls started at once at %s (an errgroup's fan-out), no Budget, no deadline; *priority*: `WithPriority(ctx, Background)`; *fifo*: no mark (Normal) |\n", cfg.BatchCalls, cfg.BatchAt)

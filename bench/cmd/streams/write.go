@@ -6,7 +6,6 @@ package main
 import (
 	"fmt"
 	"io"
-	"runtime"
 	"strings"
 	"time"
 
@@ -27,13 +26,7 @@ type result struct {
 
 func write(w io.Writer, cfg bench.StreamsConfig, shares map[bench.StreamFault]float64, cmd string, started time.Time, total time.Duration, m *bench.Machine, loadEnd string, tables []table) {
 	fmt.Fprintf(w, "## Streams (issue 38)\n\n")
-	fmt.Fprintf(w, "| | |\n|---|---|\n")
-	fmt.Fprintf(w, "| date | %s |\n", started.UTC().Format("2006-01-02 15:04 UTC"))
-	low, high := m.LoadRange()
-	fmt.Fprintf(w, "| machine | %s, %d cores, shared with other work; load average %s at start, %s at end, the 1-minute one from %s to %s after the rows |\n",
-		m.CPU, runtime.NumCPU(), m.LoadStart, loadEnd, low, high)
-	fmt.Fprintf(w, "| Go | %s %s/%s |\n", runtime.Version(), runtime.GOOS, runtime.GOARCH)
-	fmt.Fprintf(w, "| commit | %s |\n", m.Commit)
+	m.WriteHead(w, started, loadEnd)
 	fmt.Fprintf(w, "| provider | an httptest server on 127.0.0.1 that answers every POST 200 `text/event-stream` at once, its opening event at once, the first token %s after the request, then a token every %s, %d in all, then its closing events; in Anthropic's words (`message_start`, `content_block_delta`, `message_stop`) or OpenAI's (chat.completion.chunk, `[DONE]`). Faults, drawn per request at random (seed %d): *overloaded*, %.0f%% of the streams send their opening event then an overloaded error event (Anthropic `event: error` `overloaded_error`; OpenAI `{\"error\":{\"code\":\"server_is_overloaded\"}}`) and end; *stall*, %.0f%% stall %s before their first token; a fresh provider per row |\n",
 		secs(cfg.TTFT), secs(cfg.TokenEvery), cfg.Tokens, cfg.Seed, 100*shares[bench.FaultOverloaded], 100*shares[bench.FaultStall], secs(cfg.Stall))
 	fmt.Fprintf(w, "| calls | %d workers make %d calls in all, one after another, each a streamed POST with a %s context deadline, its stream read as it comes; *completed* iff the caller read the whole answer (every token and the stream's end) with no error |\n",
