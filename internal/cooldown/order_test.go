@@ -54,6 +54,10 @@ func TestOrder(t *testing.T) {
 			[]Order{normal, normal, normal},
 			[]time.Duration{0, 100 * ms, 200 * ms},
 			[]time.Duration{0, 100 * ms, 200 * ms}},
+		{"one priority, no ends, three waiting: the order they came",
+			[]Order{normal, normal, normal, normal},
+			[]time.Duration{0, 100 * ms, 200 * ms, 300 * ms},
+			[]time.Duration{0, 100 * ms, 200 * ms, 300 * ms}},
 		{"one priority: the call that must end sooner first, then the others in the order they came",
 			[]Order{normal, normal, normal, within(normal, 10*time.Second), within(normal, 5*time.Second)},
 			[]time.Duration{0, 100 * ms, 200 * ms, 100 * ms, 100 * ms},
@@ -62,6 +66,10 @@ func TestOrder(t *testing.T) {
 			[]Order{normal, normal, normal, retry},
 			[]time.Duration{0, 100 * ms, 200 * ms, 100 * ms},
 			[]time.Duration{0, 200 * ms, 300 * ms, 100 * ms}},
+		{"a call that must end sooner trades with a retry and a first try: the retry stays before the first try",
+			[]Order{normal, normal, retry, within(normal, time.Second)},
+			[]time.Duration{0, 100 * ms, 100 * ms, 100 * ms},
+			[]time.Duration{0, 300 * ms, 200 * ms, 100 * ms}},
 		{"a first try whose call must end sooner before a retry with no end",
 			[]Order{normal, retry, within(normal, time.Second)},
 			[]time.Duration{0, 100 * ms, 100 * ms},
@@ -137,4 +145,86 @@ func TestOrderWakesTheMovedBack(t *testing.T) {
 	k.mu.Unlock()
 	assert.Equal(t, 1, n, "the Background send waits; the others left the waiters")
 	assert.Zero(t, other.tk.mark, "a traded slot has no mark: it is another send's schedule end")
+}
+
+// TestOrderWakesOnAPush: a send waiting whose call has an end is woken
+// when a send of a higher priority is let in before it (the lane's pushes
+// moved), and not when a send goes behind it.
+func TestOrderWakesOnAPush(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		then  Order
+		woken bool
+	}{
+		{"an Interactive send let in before it", interactive, true},
+		{"a send of its priority with no end, behind it", normal, false},
+		{"a Background send, behind it", background, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			e, clk := testEngine(t, nil)
+			k := pacedKey(t, e, clk.Now())
+			ctx := context.Background()
+			first, waiting := e.Pass(k), e.Pass(k)
+			first.Enter(ctx, Costs{1}, time.Minute, normal)
+			_, w := waiting.Enter(ctx, Costs{1}, time.Minute, within(normal, time.Second))
+			require.Equal(t, 100*ms, w)
+			woken := waiting.Woken()
+
+			other := e.Pass(k)
+			v, _ := other.Enter(ctx, Costs{1}, time.Minute, tc.then)
+			require.Equal(t, Go, v)
+			got := false
+			select {
+			case <-woken:
+				got = true
+			default:
+			}
+			assert.Equal(t, tc.woken, got, "woken")
+		})
+	}
+}
+
+// TestOrderLeavesTheWaiters: a send waiting leaves its key's waiters when
+// it goes and when it gives its slot back, whichever of them leaves first.
+func TestOrderLeavesTheWaiters(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		leave []int // the sends waiting (0, 1, 2, in the order they came) as they leave
+		back  []bool
+	}{
+		{"they go in turn", []int{0, 1, 2}, []bool{false, false, false}},
+		{"the first gives its slot back, the others go", []int{0, 1, 2}, []bool{true, false, false}},
+		{"the last gives its slot back, then the first, the middle one goes", []int{2, 0, 1}, []bool{true, true, false}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			e, clk := testEngine(t, nil)
+			k := pacedKey(t, e, clk.Now())
+			ctx := context.Background()
+			first := e.Pass(k)
+			first.Enter(ctx, Costs{1}, time.Minute, normal)
+			passes := make([]Pass, 3)
+			for i := range passes {
+				passes[i] = e.Pass(k)
+				_, w := passes[i].Enter(ctx, Costs{1}, time.Minute, normal)
+				require.Positive(t, w, "send %d waits", i)
+			}
+			waiting := func() int {
+				k.mu.Lock()
+				defer k.mu.Unlock()
+				return len(k.waiting)
+			}
+			require.Equal(t, 3, waiting())
+			for j, i := range tc.leave {
+				if tc.back[j] {
+					passes[i].GiveBack(ctx)
+				} else {
+					w, _, _ := passes[i].Next()
+					clk.Add(w)
+					w, _, _ = passes[i].Next()
+					require.Zero(t, w, "send %d goes at its slot", i)
+				}
+				assert.Equal(t, 2-j, waiting(), "send %d left the waiters", i)
+			}
+		})
+	}
 }
