@@ -142,3 +142,92 @@ func TestHoldArmedWhileStoreFails(t *testing.T) {
 	require.NoError(t, err)
 	assert.Greater(t, st.Lane(laneRequests).Until.Sub(st.Now), 14*time.Second, "the Store has it again")
 }
+
+// TestArms: an answer arms a key nobody watches when it limits (not a call
+// too large), asks for a wait, gives an exhausted limit's reset, or counts
+// the request limit with something spent in a window (its rate); a count
+// of a full bucket states no rate.
+func TestArms(t *testing.T) {
+	counts := func(limit, remaining int64, window time.Duration) (a Answer) {
+		a.Counts[laneRequests] = signal.Counts{Limit: limit, Remaining: remaining, Window: window, Res: time.Second, OK: true}
+		return a
+	}
+	reset := func(l laneID, d time.Duration) (a Answer) {
+		a.HasReset[l], a.Reset[l] = true, d
+		return a
+	}
+	for _, tc := range []struct {
+		name string
+		a    Answer
+		arms bool
+	}{
+		{"nothing said", Answer{OK: true}, false},
+		{"a 429", Answer{Limited: true}, true},
+		{"a 429 to a call too large", Answer{Limited: true, TooLarge: true}, false},
+		{"an ask", Answer{HasAsk: true, Ask: time.Second}, true},
+		{"an ask of 0", Answer{HasAsk: true}, false},
+		{"a count with half the requests spent", counts(100, 50, time.Minute), true},
+		{"a count with one request spent", counts(100, 99, time.Minute), true},
+		{"a count of a full bucket", counts(100, 100, time.Minute), false},
+		{"a count over no window", counts(100, 50, 0), false},
+		{"a token lane's reset", reset(laneTokens, time.Second), true},
+		{"a reset of 0", reset(laneTokens, 0), false},
+	} {
+		assert.Equal(t, tc.arms, tc.a.arms(), tc.name)
+	}
+}
+
+// TestSpacedWhileLimitedLately: the request lane's count keeps the
+// provider's bucket (its limit) unless the provider limited the lane
+// within pace.IdleAfter: then the lane is spaced, one send after the
+// other, no bucket.
+func TestSpacedWhileLimitedLately(t *testing.T) {
+	now := epoch.Add(time.Hour)
+	for _, tc := range []struct {
+		name    string
+		limited time.Time
+		limit   float64
+	}{
+		{"never limited", time.Time{}, 100},
+		{"limited a second ago", now.Add(-time.Second), 0},
+		{"limited just within IdleAfter", now.Add(-pace.IdleAfter + time.Nanosecond), 0},
+		{"limited IdleAfter ago", now.Add(-pace.IdleAfter), 100},
+	} {
+		st := store.State{Now: now, Record: store.Record{Lanes: make([]store.Lane, numLanes)}}
+		st.Lanes[laneRequests].Limited = tc.limited
+		a := Answer{OK: true}
+		a.Counts[laneRequests] = signal.Counts{Limit: 100, Remaining: 50, Window: time.Minute, Res: time.Second, OK: true}
+		ops, _ := answerOps(nil, &st, now, &a, time.Time{}, nil, Costs{1})
+		r, ok := ratesOp(ops, laneRequests)
+		require.True(t, ok, "%s: the count states a rate", tc.name)
+		assert.Equal(t, tc.limit, r.Limit, tc.name)
+	}
+}
+
+// TestHearAsksCostsOnce: an answer that needs the call's cost in tokens
+// asks for it (its body read) only when the send's ticket has none.
+func TestHearAsksCostsOnce(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		tk    *ticket
+		asked bool
+	}{
+		{"no ticket", nil, true},
+		{"a ticket of no tokens", &ticket{costs: Costs{1}}, true},
+		{"a ticket of tokens, input and output", &ticket{costs: Costs{1, 10, 6, 4}}, false},
+		{"a ticket of input tokens only", &ticket{costs: Costs{1, 5, 5, 0}}, false},
+		{"a ticket of output tokens only", &ticket{costs: Costs{1, 5, 0, 5}}, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			e, clk := testEngine(t, nil)
+			k := e.Watch("k", clk.Now())
+			require.NotNil(t, k)
+			a := &Answer{Limited: true}
+			a.Counts[laneTokens] = signal.Counts{Limit: 30000, Remaining: 0, Window: time.Minute, Res: time.Millisecond, OK: true}
+			asked := false
+			costs := func() Costs { asked = true; return Costs{1, 10, 6, 4} }
+			e.hearPace(context.Background(), k, clk.Now(), a, time.Time{}, tc.tk, costs, func() string { return "k" })
+			assert.Equal(t, tc.asked, asked)
+		})
+	}
+}

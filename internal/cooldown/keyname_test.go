@@ -55,3 +55,19 @@ func TestBoundKeyAtTheBound(t *testing.T) {
 	long := strings.Repeat("k", MaxKeyLen+1)
 	assert.Equal(t, hashedFormOf(long), BoundKey(long))
 }
+
+// TestOriginOf: a model key's scheme://host, the part before the first
+// "/" after "://", whatever the scheme and host hold, empty ones too; all
+// of the key when it has no such "/" or no "://".
+func TestOriginOf(t *testing.T) {
+	for k, want := range map[string]string{
+		"https://api.example/v1/m": "https://api.example",
+		"https://api.example":      "https://api.example",
+		"https:///m":               "https://",
+		"://h/m":                   "://h",
+		":///m":                    "://",
+		"no-scheme/m":              "no-scheme/m",
+	} {
+		assert.Equal(t, want, OriginOf(k), "%q", k)
+	}
+}

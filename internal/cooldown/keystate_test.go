@@ -61,3 +61,37 @@ func TestMayWatchByLength(t *testing.T) {
 		assert.Equal(t, tc.may, ws.MayWatch(tc.n), "%d bytes", tc.n)
 	}
 }
+
+// TestCountsTokensBinds: a token lane binds (a call then needs its cost in
+// tokens) when held, or paced and either limited by the provider within
+// pace.IdleAfter, with no bucket, or its bucket less than half full.
+func TestCountsTokensBinds(t *testing.T) {
+	now := time.Unix(1_700_000_000, 0)
+	per, burst := float64(time.Millisecond), float64(time.Second)
+	paced := func(limited, next time.Time, burst float64) store.Lane {
+		return store.Lane{Per: per, Burst: burst, Limited: limited, Next: next}
+	}
+	long := now.Add(-time.Hour)
+	for _, tc := range []struct {
+		name  string
+		lane  laneID
+		s     store.Lane
+		binds bool
+	}{
+		{"not paced", laneTokens, store.Lane{}, false},
+		{"held", laneTokens, store.Lane{Until: now.Add(time.Second)}, true},
+		{"paced, a full bucket, limited long ago", laneTokens, paced(long, long, burst), false},
+		{"paced, a full bucket, limited just within IdleAfter", laneTokens, paced(now.Add(-pace.IdleAfter+time.Nanosecond), long, burst), true},
+		{"paced, a full bucket, limited IdleAfter ago", laneTokens, paced(now.Add(-pace.IdleAfter), long, burst), false},
+		{"paced, no bucket, its schedule free", laneTokens, paced(long, now, 0), true},
+		{"paced, its bucket half full", laneTokens, paced(long, now.Add(pace.DurNs(burst/2)), burst), false},
+		{"paced, its bucket a quarter full", laneTokens, paced(long, now.Add(pace.DurNs(burst*3/4)), burst), true},
+		{"the output lane, its bucket a quarter full", laneOutput, paced(long, now.Add(pace.DurNs(burst*3/4)), burst), true},
+		{"the request lane is no token lane", laneRequests, paced(now, now.Add(time.Hour), 0), false},
+		{"a lane past the engine's (a later version's), held", numLanes, store.Lane{Until: now.Add(time.Second)}, false},
+	} {
+		k := &KeyState{}
+		*laneOf(&k.state.Record, tc.lane) = tc.s
+		assert.Equal(t, tc.binds, k.CountsTokens(now), tc.name)
+	}
+}

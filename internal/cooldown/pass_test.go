@@ -149,3 +149,41 @@ func sharedEngine(t *testing.T, open time.Duration) (*Engine, *testClock, *count
 	t.Cleanup(e.Close)
 	return e, clk, cs
 }
+
+// TestPassNextAtSlot: a send whose slot Enter gave at once waits after
+// only for a hold armed since (fromHold then); the sends let in since, of
+// a higher priority too, go after it.
+func TestPassNextAtSlot(t *testing.T) {
+	for _, tc := range []struct {
+		name     string
+		then     Order         // a send let in after it
+		ask      time.Duration // a 429's ask heard after: a hold
+		w        time.Duration
+		fromHold bool
+	}{
+		{"nothing since: it goes", normal, 0, 0, false},
+		{"an Interactive send let in since: it goes", interactive, 0, 0, false},
+		{"a hold armed since: the rest of it", normal, 2 * time.Second, 2 * time.Second, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			e, clk := testEngine(t, nil)
+			k := pacedKey(t, e, clk.Now())
+			ctx := context.Background()
+			p := e.Pass(k)
+			v, w := p.Enter(ctx, Costs{1}, time.Minute, normal)
+			require.Equal(t, Go, v)
+			require.Zero(t, w, "its slot is now")
+			q := e.Pass(k)
+			v, _ = q.Enter(ctx, Costs{1}, time.Minute, tc.then)
+			require.Equal(t, Go, v)
+			if tc.ask > 0 {
+				q.Hear(ctx, &Answer{Limited: true, Ask: tc.ask, HasAsk: true, AskRes: time.Millisecond},
+					true, func() Costs { return Costs{1} }, func() string { return "k" })
+			}
+			w, fromHold, down := p.Next()
+			assert.False(t, down)
+			assert.Equal(t, tc.w, w)
+			assert.Equal(t, tc.fromHold, fromHold)
+		})
+	}
+}

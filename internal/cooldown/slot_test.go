@@ -176,3 +176,44 @@ func TestGiveBackCostsOnlyAMark(t *testing.T) {
 	e.giveBack(context.Background(), k, tk)
 	assert.Equal(t, 1, cs.n)
 }
+
+// TestPushesFixedHead: a send's pushes on a lane are the lane's pushes of
+// its level since it last looked; but the first send of a lower priority
+// that a tenth jump let go (Fixed, FixedLevel) is pushed only up to
+// FixedPushed and no more after. A ticket is that send when its due, as
+// it was when the pushes stopped for it, is within half a charge of
+// Fixed (strictly: a neighbour is a whole charge away).
+func TestPushesFixedHead(t *testing.T) {
+	const charge = 100 * time.Millisecond
+	fixed := epoch.Add(time.Second)
+	for _, tc := range []struct {
+		name  string
+		level int
+		d     time.Duration // its due at the fix, less Fixed
+		moved time.Duration
+		fixed bool
+	}{
+		{"at the fixed slot", 0, 0, 100 * time.Millisecond, true},
+		{"just within half a charge after it", 0, charge/2 - time.Nanosecond, 100 * time.Millisecond, true},
+		{"just within half a charge before it", 0, -charge/2 + time.Nanosecond, 100 * time.Millisecond, true},
+		{"half a charge after it", 0, charge / 2, 200 * time.Millisecond, false},
+		{"half a charge before it", 0, -charge / 2, 200 * time.Millisecond, false},
+		{"the slot after it", 0, charge, 200 * time.Millisecond, false},
+		{"the slot before it", 0, -charge, 200 * time.Millisecond, false},
+		{"at it, another level", 2, 0, 200 * time.Millisecond, false},
+	} {
+		s := store.Lane{Fixed: fixed, FixedLevel: 0, FixedPushed: 200 * time.Millisecond}
+		s.Pushes[0], s.Pushes[2] = 300*time.Millisecond, 300*time.Millisecond
+		tk := ticket{}
+		tk.level, tk.charge[laneRequests] = tc.level, float64(charge)
+		tk.pushedAt[laneRequests] = 100 * time.Millisecond // pushed a charge when it took its slot
+		// its due now, before the pushes since: at the fix, it is 100 ms later
+		due := fixed.Add(tc.d - 100*time.Millisecond)
+		assert.Equal(t, tc.moved, tk.pushes(laneRequests, &s, due), tc.name)
+		assert.Equal(t, tc.fixed, tk.fixed.Has(laneRequests), "%s: fixed", tc.name)
+		if tc.fixed {
+			s.Pushes[0] += charge
+			assert.Zero(t, tk.pushes(laneRequests, &s, due), "%s: fixed, no push moves it", tc.name)
+		}
+	}
+}
