@@ -109,7 +109,6 @@ func (e *Engine) takeHere(k *KeyState, now time.Time, costs Costs, within time.D
 // ticketOf is the ticket of a send slotted at now (on the engine's clock)
 // by a take whose reply is st (on the clock of whoever gave it).
 func ticketOf(st *store.State, now time.Time, costs Costs, level int, here bool) ticket {
-	retry := level%2 == 1
 	tk := ticket{costs: costs, here: here}
 	tk.level = level
 	for l := range numLanes {
@@ -130,7 +129,7 @@ func ticketOf(st *store.State, now time.Time, costs Costs, level int, here bool)
 		}
 		tk.charge[l], tk.gen[l] = s.Charge(costs[l]), pace.DecodeRates(s.Rates).Generation
 		due := st.Wait
-		if !retry && !jumped { // the send took the schedule's end: when the bucket covers it
+		if !jumped { // the send took the schedule's end (a retry too, none of its priority waiting): when the bucket covers it
 			ready := addNs(s.Next, math.Min(tk.charge[l], s.Burst)-s.Burst-tk.charge[l])
 			due = min(max(ready.Sub(st.Now), 0), st.Wait)
 		}

@@ -12,10 +12,12 @@ import (
 // A send's slot: when each lane it charged is due, what is left of its
 // wait as the key's state moves, and whose word a hold in it is.
 
-// takeReply is the reply to a take at epoch of a send of costs on r.
-func takeReply(r store.Record, costs Costs) store.State {
+// takeReply is the reply to a take at epoch of a send of costs on r, a
+// first try of Normal priority, or a retry when retry is set.
+func takeReply(r store.Record, costs Costs, retry ...bool) store.State {
 	r = r.Clone()
-	res := store.Apply(&r, epoch, []store.Op{{Kind: store.OpTake, Costs: costs[:], Within: time.Minute}})
+	op := store.Op{Kind: store.OpTake, Costs: costs[:], Within: time.Minute, Retry: len(retry) > 0 && retry[0]}
+	res := store.Apply(&r, epoch, []store.Op{op})
 	return store.State{Now: epoch, Record: r, Result: res}
 }
 
@@ -31,22 +33,38 @@ func TestTicketDue(t *testing.T) {
 	// A full bucket of 100 ms, and the request lane's slot 500 ms on.
 	bound := tokens(-time.Second, 100*ms)
 	bound.Lanes[laneRequests] = store.Lane{Per: 500 * ms, Next: epoch.Add(500 * time.Millisecond)}
+	roomy := tokens(-time.Second, 1000*ms)
+	roomy.Lanes[laneRequests] = bound.Lanes[laneRequests]
+	waiting := takeReply(bound, Costs{1, 10}).Record // a first try waits for the request lane's slot
 	for _, tc := range []struct {
 		name   string
 		r      store.Record
 		costs  Costs
 		due    [2]time.Duration // requests, tokens
 		queued laneMask
+		retry  bool
 	}{
-		{"at once", tokens(-time.Second, 0), Costs{1, 10}, [2]time.Duration{0, 0}, 0},
-		{"behind a send of 5 ms", tokens(5*time.Millisecond, 0), Costs{1, 10}, [2]time.Duration{0, 5 * time.Millisecond}, 0},
-		{"behind a send of 10 ms", tokens(10*time.Millisecond, 0), Costs{1, 10}, [2]time.Duration{0, 10 * time.Millisecond}, 1 << laneTokens},
-		{"a bucket, behind another lane", bound, Costs{1, 10}, [2]time.Duration{500 * time.Millisecond, 410 * time.Millisecond}, 1<<laneRequests | 1<<laneTokens},
-		{"a bucket smaller than the send", bound, Costs{1, 200}, [2]time.Duration{500 * time.Millisecond, 500 * time.Millisecond}, 1<<laneRequests | 1<<laneTokens},
+		{"at once", tokens(-time.Second, 0), Costs{1, 10}, [2]time.Duration{0, 0}, 0, false},
+		{"behind a send of 5 ms", tokens(5*time.Millisecond, 0), Costs{1, 10}, [2]time.Duration{0, 5 * time.Millisecond}, 0, false},
+		{"behind a send of 10 ms", tokens(10*time.Millisecond, 0), Costs{1, 10}, [2]time.Duration{0, 10 * time.Millisecond}, 1 << laneTokens, false},
+		{"a bucket, behind another lane", bound, Costs{1, 10}, [2]time.Duration{500 * time.Millisecond, 410 * time.Millisecond}, 1<<laneRequests | 1<<laneTokens, false},
+		{"a bucket smaller than the send", bound, Costs{1, 200}, [2]time.Duration{500 * time.Millisecond, 500 * time.Millisecond}, 1<<laneRequests | 1<<laneTokens, false},
+		// A retry that took the schedule's end, no first try of its
+		// priority waiting, is due as a first try there is (R27).
+		{"a retry at the end, a bucket, behind another lane", bound, Costs{1, 10}, [2]time.Duration{500 * time.Millisecond, 410 * time.Millisecond}, 1<<laneRequests | 1<<laneTokens, true},
+		{"a retry at the end, at once", tokens(-time.Second, 0), Costs{1, 10}, [2]time.Duration{0, 0}, 0, true},
+		{"a retry at the end, a roomy bucket, behind another lane", roomy, Costs{1, 10}, [2]time.Duration{500 * time.Millisecond, 0}, 1 << laneRequests, true},
+		// A retry that went before a waiting first try is due when its
+		// send is, on every lane it went before it on.
+		{"a retry before a first try", waiting, Costs{1, 10}, [2]time.Duration{500 * time.Millisecond, 500 * time.Millisecond}, 1<<laneRequests | 1<<laneTokens, true},
 	} {
-		st := takeReply(tc.r, tc.costs)
+		st := takeReply(tc.r, tc.costs, tc.retry)
 		now := epoch.Add(time.Hour) // the engine's clock
-		tk := ticketOf(&st, now, tc.costs, 2, false)
+		level := 2
+		if tc.retry {
+			level = 3
+		}
+		tk := ticketOf(&st, now, tc.costs, level, false)
 		for l, want := range tc.due {
 			if tk.charged.Has(laneID(l)) {
 				assert.Equal(t, want, tk.due[l].Sub(now), "%s: lane %d", tc.name, l)
