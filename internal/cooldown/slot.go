@@ -269,11 +269,14 @@ func (k *KeyState) wokenAll() <-chan struct{} {
 	return k.wake
 }
 
-// update makes st k's state when it is as new as k's (by its Seq), and
+// update makes st k's state when it is newer than k's (by its Seq), and
 // wakes the sends waiting if a lane's schedule was scaled to a faster
-// rate. k.mu is held.
+// rate. A state of k's own Seq is no news: the same record, or, while the
+// Store failed, one without what the process applied on its own since
+// (k keeps the Store's Seq then): an echo of the process's own Apply that
+// comes late must not undo a hold it heard meanwhile (R24). k.mu is held.
 func (k *KeyState) update(st store.State) {
-	if st.Seq < k.state.Seq {
+	if st.Seq <= k.state.Seq {
 		return
 	}
 	k.noteScaled(&st.Record, st.Now) // (st.Now: the engine's clock, toLocalClock)

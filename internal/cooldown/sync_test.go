@@ -9,6 +9,7 @@ import (
 	"github.com/retryhttp/retryhttp/internal/pace"
 	"github.com/retryhttp/retryhttp/store"
 	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
 	"go.uber.org/zap/zaptest/observer"
@@ -134,6 +135,26 @@ func TestRestoreAppliesToTheState(t *testing.T) {
 }
 
 // failingStore is a Store that fails every Apply while fail is set.
+// TestEchoWhileStoreFails: a push of the Seq the process already has (its
+// own Apply's echo, come late) is no news: it does not undo what the
+// process applied on its own while its Store failed (R24: a faltering
+// Store never lets a call through a hold the process knew of).
+func TestEchoWhileStoreFails(t *testing.T) {
+	ctx := context.Background()
+	fs := &failingStore{Store: store.NewLocal(nil)}
+	e, now := testEngine(t, fs)
+	k := e.Watch("k", now.Now())
+	e.Take(ctx, k, now.Now(), Costs{1}, time.Minute)
+	echo, err := fs.Store.Apply(ctx, "k", nil) // the take's state, as the Store publishes it
+	require.NoError(t, err)
+	require.Equal(t, echo.Seq, k.State().Seq)
+	fs.fail = true
+	e.HearAnswer(ctx, k, now.Now(), &Answer{Limited: true, HasAsk: true, Ask: 20 * time.Second, AskRes: time.Millisecond}, Costs{1})
+	require.WithinDuration(t, now.Now().Add(20*time.Second), k.State().Lane(laneRequests).Until, 0, "held on the process's own state")
+	e.Push("k", echo)
+	assert.WithinDuration(t, now.Now().Add(20*time.Second), k.State().Lane(laneRequests).Until, 0, "the echo undid the hold")
+}
+
 type failingStore struct {
 	store.Store
 	fail bool
