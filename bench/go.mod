@@ -7,7 +7,7 @@ require (
 	github.com/failsafe-go/failsafe-go v0.9.8
 	github.com/hashicorp/go-retryablehttp v0.7.8
 	github.com/openai/openai-go/v3 v3.98.0
-	github.com/retryhttp/retryhttp v0.0.0-20261204232454-3e6561baf954
+	github.com/retryhttp/retryhttp v0.0.0-20261205010741-182e349b2f36
 	github.com/stretchr/testify v1.12.1
 )
 
@@ -41,7 +41,7 @@ require (
 	github.com/hashicorp/go-cleanhttp v0.5.2 // indirect
 	github.com/influxdata/tdigest v0.0.1 // indirect
 	github.com/redis/go-redis/v9 v9.23.0
-	github.com/retryhttp/retryhttp/retryredis v0.0.0-20261204232454-3e6561baf954
+	github.com/retryhttp/retryhttp/retryredis v0.0.0-20261205010741-182e349b2f36
 	go.uber.org/multierr v1.10.0 // indirect
 	go.uber.org/zap v1.28.0
 	go.yaml.in/yaml/v3 v3.0.5 // indirect

@@ -5,8 +5,8 @@ go 1.26.0
 require (
 	github.com/alicebob/miniredis/v2 v2.40.0
 	github.com/redis/go-redis/v9 v9.23.0
-	github.com/retryhttp/retryhttp v0.0.0-20261204232454-3e6561baf954
-	github.com/retryhttp/retryhttp/retryredis v0.0.0-20261204232454-3e6561baf954
+	github.com/retryhttp/retryhttp v0.0.0-20261205010741-182e349b2f36
+	github.com/retryhttp/retryhttp/retryredis v0.0.0-20261205010741-182e349b2f36
 	go.uber.org/goleak v1.3.0
 )
 

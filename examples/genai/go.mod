@@ -3,7 +3,7 @@ module github.com/retryhttp/retryhttp/examples/genai
 go 1.26.0
 
 require (
-	github.com/retryhttp/retryhttp v0.0.0-20261204232454-3e6561baf954
+	github.com/retryhttp/retryhttp v0.0.0-20261205010741-182e349b2f36
 	go.uber.org/goleak v1.3.0
 	go.uber.org/zap v1.28.0
 	google.golang.org/genai v1.77.0

@@ -4,7 +4,7 @@ go 1.26.0
 
 require (
 	github.com/openai/openai-go/v3 v3.98.0
-	github.com/retryhttp/retryhttp v0.0.0-20261204232454-3e6561baf954
+	github.com/retryhttp/retryhttp v0.0.0-20261205010741-182e349b2f36
 	go.uber.org/goleak v1.3.0
 	go.uber.org/zap v1.28.0
 )

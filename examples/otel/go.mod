@@ -3,7 +3,7 @@ module github.com/retryhttp/retryhttp/examples/otel
 go 1.26.0
 
 require (
-	github.com/retryhttp/retryhttp v0.0.0-20261204232454-3e6561baf954
+	github.com/retryhttp/retryhttp v0.0.0-20261205010741-182e349b2f36
 	github.com/stretchr/testify v1.12.1
 	go.opentelemetry.io/contrib/instrumentation/net/http/otelhttp v0.72.0
 	go.opentelemetry.io/otel v1.47.0

@@ -3,7 +3,7 @@ module github.com/retryhttp/retryhttp/examples/sqlstore
 go 1.26.0
 
 require (
-	github.com/retryhttp/retryhttp v0.0.0-20261204232454-3e6561baf954
+	github.com/retryhttp/retryhttp v0.0.0-20261205010741-182e349b2f36
 	modernc.org/sqlite v1.62.0
 )
 
