@@ -458,32 +458,39 @@ func TestSimRequests(t *testing.T) {
 
 // TestSimTokens: the load (100 requests a second, 50,000 tokens a
 // second in a bucket of 50,000; prompts of 100 to 4,000 tokens, mean about
-// 1,500; 64 workers; 400 calls) in each dialect that names the limit, three
-// prompt draws each, against the targets on the mean of the three:
-// at most 1.1 requests per success and at least 0.9 of the token limit
-// served, no failed call, and a p99 of at most 2 × workers × mean cost ÷
-// token rate (+1 s where the provider speaks whole seconds), with a little
-// room: a run in a bubble is one draw of the goroutines' order, and the
-// runs vary (over repeated runs, the mean of three: 1.00 to 1.20 requests
-// a success, 0.88 to 0.99 of the limit); each run within much more. The
-// bounds catch a policy that got worse, not one that missed by a hair;
-// bench/ measures the targets on the real thing (RESULTS.md).
+// 1,500; 64 workers; 400 calls) in each dialect that names the limit, six
+// prompt draws each. The targets (at most 1.1 requests per success, at
+// least 0.9 of the token limit served, no failed call, a p99 of at most
+// 2 × workers × mean cost ÷ token rate, +1 s where the provider speaks
+// whole seconds) are bench/'s to measure on the real thing (RESULTS.md).
+// Here the bounds catch a policy that got worse, and never a draw of the
+// goroutines' order: a run in a bubble is one such draw, and the runs of
+// one draw of prompts vary. Over 840 runs of each dialect (240 of them
+// with -race), no call failed, and one run reached 1.00 to 1.56 requests a
+// success and a p99 of at most 2.3 × its target; in the dialects that
+// state no counts, the learned rate sometimes settles low (23 of 600
+// Retry-After runs served 0.52 to 0.70 of the limit, the rest 0.70 to
+// 1.00), so the share of one run says little. The mean of six: at most
+// 1.20 requests a success, at least 0.80 of the limit. Without a Cooldown
+// every run is 1.95 to 2.09 requests a success, 0.45 to 0.50 of the limit,
+// and a p99 of 25 s (about 5 × its target). So each run's p99 is bounded,
+// and the mean of six well outside its spread and well inside no
+// Cooldown's.
 func TestSimTokens(t *testing.T) {
+	const draws = 6
 	for _, d := range retryhttptest.Dialects()[:4] {
 		t.Run(d.String(), func(t *testing.T) {
 			var perOK, share float64
-			for seed := uint64(1); seed <= 3; seed++ {
+			for seed := uint64(1); seed <= draws; seed++ {
 				r, sh, target := simTokenRun(t, d, seed)
 				t.Logf("%s, draw %d: %d ok, %d failed, %.3f requests/success, token share %.3f, p99 %v (target %v)",
 					d, seed, r.ok, r.failed, r.perOK(), sh, r.p99(), target)
 				assert.Equal(t, 400, r.ok)
-				assert.LessOrEqual(t, r.perOK(), 1.4)
-				assert.GreaterOrEqual(t, sh, 0.5)
 				assert.LessOrEqual(t, r.p99(), 4*target)
-				perOK, share = perOK+r.perOK()/3, share+sh/3
+				perOK, share = perOK+r.perOK()/draws, share+sh/draws
 			}
-			assert.LessOrEqual(t, perOK, 1.25, "requests per success, the mean of three")
-			assert.GreaterOrEqual(t, share, 0.8, "the share of the token limit served, the mean of three")
+			assert.LessOrEqual(t, perOK, 1.3, "requests per success, the mean of six")
+			assert.GreaterOrEqual(t, share, 0.7, "the share of the token limit served, the mean of six")
 		})
 	}
 }
