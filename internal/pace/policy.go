@@ -35,7 +35,7 @@ type Rates struct {
 
 // The policy's constants. They are a policy a human can read in a diff,
 // chosen with the goodput benchmark (bench/, RESULTS.md) and the simulator
-// (pace_sim_test.go).
+// (the root's pace_test.go, TestSimRequests and TestSimTokens).
 const (
 	// FirstInterval paces a lane limited by a provider that says nothing
 	// of its rate: 200 sends a second (of the cost of the send that was
@@ -47,7 +47,7 @@ const (
 	// the refused send's cost: 50 such sends a second. 200 (the request
 	// lane's) cost a storm of 429s while the first cuts found the rate;
 	// a slower one found it back late when the refused send was a small
-	// one (pace_sim_test.go, six runs of three draws: at 50 a second 1.04
+	// one (TestSimTokens, six runs of three draws: at 50 a second 1.04
 	// to 1.20 requests a success and 0.88 to 0.99 of the limit, at 33
 	// 1.02 to 1.18 and 0.82 to 0.99, at 25 0.81 at worst).
 	FirstTokenInterval = 20 * time.Millisecond
