@@ -629,7 +629,7 @@ func TestCooldownBasePanics(t *testing.T) {
 // TestCooldownQuietKeysGo: a key nobody calls again goes once it has
 // nothing left to say, without anyone calling it; the other keys then pay
 // one atomic load (the old Cooldown kept every key on its slow path for
-// good; alloc_test.go counts the cost while a key is watched).
+// good; cost_test.go counts the cost while a key is watched).
 func TestCooldownQuietKeysGo(t *testing.T) {
 	clk := newClock()
 	cd := NewCooldown(nil)

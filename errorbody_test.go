@@ -482,7 +482,7 @@ func TestParseErrorBodyDeadlineExceeded(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			got := signal.ErrorBody([]byte(tc.body))
-			got.Limits = 0 // which limit a 429 names: limitbody_test.go
+			got.Limits = 0 // which limit a 429 names: internal/signal's limitbody_test.go
 			assert.Equal(t, tc.want, got)
 			assert.Equal(t, BodyHint{RetryAfter: got.RetryAfter, Exhausted: got.Exhausted}, ParseErrorBody([]byte(tc.body)), "ParseErrorBody: the hint alone")
 		})

@@ -120,8 +120,8 @@ func (f roundTripperFunc) RoundTrip(r *http.Request) (*http.Response, error) { r
 var epoch = time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)
 
 // fakeClock is a clock.Mock that reports each wait the transport starts, for
-// drive. It stays for resend_test.go (drive) and TestCooldownOneProbeFirst (a
-// clock.Mock); other tests use the kit's Clock and a direct RoundTrip.
+// drive. It stays for drive's tests (transport_test.go, timeout_test.go);
+// other tests use the kit's Clock and a direct RoundTrip.
 type fakeClock struct {
 	*clock.Mock
 	waits chan time.Duration

@@ -51,7 +51,7 @@ func TestTryTimeoutAndCallerEndTogether(t *testing.T) {
 	assert.EqualValues(t, 1, late.closed.Load(), "the late response's body, closed")
 }
 
-// Tests of WithTryTimeout (R13), here and in timeout_body_test.go: a try is
+// Tests of WithTryTimeout (R13): a try is
 // bounded until its response headers, on the injected clock; a returned body
 // is never cut by it; no timer or goroutine outlives the try.
 

@@ -213,8 +213,8 @@ func TestFleetCircuitRedisKilled(t *testing.T) {
 }
 
 // The fleet's circuit and holds on a real Redis, as the library's own
-// tests run them on a store.Local (circuit_fleet_test.go, store_test.go in
-// the root): each replica a process with a Store of its own on one
+// tests run them on a store.Local (circuit_test.go and cooldown_store_test.go
+// in the root): each replica a process with a Store of its own on one
 // prefix, over a scripted provider, on the real clock (Redis's TIME, which
 // no test can move).
 

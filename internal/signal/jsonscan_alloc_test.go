@@ -13,7 +13,7 @@ import (
 
 // AllocsPerRun counts the mallocs of every goroutine; under the race
 // detector the scan is slow enough for other tests' leftovers to be
-// counted, hence the build tag (as alloc_test.go's).
+// counted, hence the build tag (as the root's cost_test.go's).
 
 // allocBody is a 64 KiB request body (what estimate reads) with every kind
 // of value the scanner skips, and its cap at the very end.

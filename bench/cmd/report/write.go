@@ -306,7 +306,7 @@ func (r *report) writeTargets(w io.Writer) {
 func (r *report) writeLibrary(w io.Writer) {
 	p := func(format string, a ...any) { fmt.Fprintf(w, format, a...) }
 	p("## The library's own benchmarks\n\n")
-	p("`go test -run '^$' -bench . -benchmem -count N` in the library module (bench_test.go; the exact command is at the end): medians of %d runs. ", r.libRaw.count("BenchmarkBare"))
+	p("`go test -run '^$' -bench . -benchmem -count N` in the library module (cost_test.go; the exact command is at the end): medians of %d runs. ", r.libRaw.count("BenchmarkBare"))
 	p("Bare is the stub base alone, called through an `http.RoundTripper` as the Transport calls it. ")
 	p("HappyPath/default and /budget are R16's two cases; the other HappyPath rows show what an option adds. ")
 	p("RetryOnce is a 503 then a 200 on a mock clock whose timers have already fired (no real wait, no second goroutine); /logger adds a zap JSON logger writing to io.Discard.\n\n")
